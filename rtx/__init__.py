@@ -1,0 +1,100 @@
+"""rtx: a Cython/OpenMP tensor library with its own autograd, for training
+graph neural networks fast on CPUs.
+
+>>> import rtx
+>>> x = rtx.randn(4, 3, requires_grad=True, seed=0)
+>>> loss = (x @ x.T).softmax(-1).sum()
+>>> loss.backward()
+"""
+
+from . import autograd
+from ._backend_state import get_default_backend, set_default_backend, use_backend
+from ._config import config, show_config
+from ._kernels import (
+    Storage,
+    empty_cache,
+    get_cache_limit,
+    memory_stats,
+    reset_peak_memory_stats,
+    set_cache_limit,
+)
+from ._threads import get_num_threads, set_num_threads
+from ._version import __version__
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .backend import Backend, CpuBackend, MinimalBackend
+from .creation import (
+    Generator,
+    arange,
+    empty,
+    from_numpy,
+    full,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .functional import (
+    abs,
+    add,
+    argmax,
+    cat,
+    concat,
+    div,
+    elu,
+    eq,
+    exp,
+    ge,
+    gt,
+    index_add,
+    index_select,
+    le,
+    leaky_relu,
+    log,
+    log_softmax,
+    lt,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mul,
+    ne,
+    neg,
+    permute,
+    pow,
+    relu,
+    reshape,
+    sigmoid,
+    sign,
+    softmax,
+    sqrt,
+    stack,
+    sub,
+    sum,
+    tanh,
+    transpose,
+    where,
+)
+from .tensor import Tensor, bool_, float32, float64, int32, int64
+
+bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
+
+__all__ = [
+    "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
+    "__version__", "abs", "add", "arange", "argmax", "autograd", "bool", "cat", "concat",
+    "config", "div", "elu", "empty", "empty_cache", "enable_grad", "eq", "exp",
+    "float32", "float64", "from_numpy", "full", "ge", "get_cache_limit",
+    "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
+    "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
+    "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",
+    "mul", "ne", "neg", "no_grad", "ones", "ones_like", "permute", "pow", "rand", "randn",
+    "relu", "reset_peak_memory_stats", "reshape", "set_cache_limit", "set_default_backend",
+    "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
+    "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
+    "zeros", "zeros_like",
+]

@@ -1,0 +1,58 @@
+"""Which backend new tensors are created on."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .autograd.autodiff import Autodiff
+from .backend import Backend, CpuBackend
+
+_autodiffs: dict[int, Autodiff] = {}
+_local = threading.local()
+_CPU = CpuBackend()
+
+
+def autodiff_for(backend: Backend) -> Autodiff:
+    """The (unique) Autodiff decorator wrapping ``backend``."""
+    ad = _autodiffs.get(id(backend))
+    if ad is None or ad.inner is not backend:
+        ad = Autodiff(backend)
+        _autodiffs[id(backend)] = ad
+    return ad
+
+
+_DEFAULT = autodiff_for(_CPU)
+_global_default = _DEFAULT
+
+
+def default_autodiff() -> Autodiff:
+    return getattr(_local, "ad", None) or _global_default
+
+
+def get_default_backend() -> Backend:
+    """The backend that new tensors are created on (CpuBackend unless changed)."""
+    return default_autodiff().inner
+
+
+def set_default_backend(backend: Backend | None) -> None:
+    """Set the process-wide default backend (``None``: the CPU backend)."""
+    global _global_default
+    _global_default = autodiff_for(backend) if backend is not None else _DEFAULT
+
+
+@contextlib.contextmanager
+def use_backend(backend: Backend) -> Iterator[Backend]:
+    """Create tensors on ``backend`` inside the block (this thread only)."""
+    if not isinstance(backend, Backend):
+        raise TypeError(f"use_backend expects a Backend, got {type(backend).__name__}")
+    prev = getattr(_local, "ad", None)
+    _local.ad = autodiff_for(backend)
+    try:
+        yield backend
+    finally:
+        _local.ad = prev
+
+

@@ -1,0 +1,263 @@
+# Owned storage and the caching allocator.
+#
+# One ``Storage`` owns exactly one aligned C allocation and gives it back
+# exactly once, in ``__dealloc__``.  Everything else that looks at the memory
+# (numpy views through the buffer protocol, rtx views, DLPack capsules) holds a
+# strong reference to the Storage and never owns the pointer.
+#
+# Freed blocks go to a size-bucketed cache, bounded by ``_cache_limit`` bytes,
+# and are handed to the next allocation of the same size class: training loops
+# allocate the same shapes every step and a fresh large buffer costs page
+# faults.  Blocks of ``HUGE_THRESHOLD`` bytes or more are 2 MiB aligned and
+# ``madvise(MADV_HUGEPAGE)``d where the platform has it.
+
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
+from libc.stdint cimport uintptr_t
+from libc.string cimport memset
+
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(_WIN32)
+    #include <malloc.h>
+    static void* rtx_aligned_alloc(size_t align, size_t n) { return _aligned_malloc(n, align); }
+    static void rtx_aligned_free(void* p) { _aligned_free(p); }
+    static int rtx_hint_hugepage(void* p, size_t n) { (void)p; (void)n; return 0; }
+    #else
+    #include <sys/mman.h>
+    static void* rtx_aligned_alloc(size_t align, size_t n) {
+        void* p = NULL;
+        if (posix_memalign(&p, align, n) != 0) return NULL;
+        return p;
+    }
+    static void rtx_aligned_free(void* p) { free(p); }
+    static int rtx_hint_hugepage(void* p, size_t n) {
+    #ifdef MADV_HUGEPAGE
+        return madvise(p, n, MADV_HUGEPAGE) == 0;
+    #else
+        (void)p; (void)n; return 0;
+    #endif
+    }
+    #endif
+    """
+    void* rtx_aligned_alloc(size_t align, size_t n) nogil
+    void rtx_aligned_free(void* p) nogil
+    int rtx_hint_hugepage(void* p, size_t n) nogil
+
+
+cdef enum:
+    ALIGNMENT = 64
+    HUGE_ALIGNMENT = 2097152          # 2 MiB
+    HUGE_THRESHOLD = 4194304          # 4 MiB
+
+# Allocator statistics (guarded by the GIL: Storage is created and freed with it).
+cdef Py_ssize_t _current_bytes = 0
+cdef Py_ssize_t _peak_bytes = 0
+cdef Py_ssize_t _allocations = 0     # blocks handed to a Storage (fresh or cached)
+cdef Py_ssize_t _frees = 0           # blocks given back by a Storage
+cdef Py_ssize_t _system_allocs = 0   # blocks obtained from the system
+cdef Py_ssize_t _system_frees = 0    # blocks returned to the system
+cdef Py_ssize_t _cache_hits = 0
+cdef Py_ssize_t _cached_bytes = 0
+cdef Py_ssize_t _cache_limit = 1 << 30
+cdef Py_ssize_t _hugepage_hints = 0
+cdef dict _cache = {}                # size class -> list of addresses (int)
+
+
+cdef inline Py_ssize_t _size_class(Py_ssize_t nbytes) noexcept:
+    """Round a request up to its size class.
+
+    Small requests round to 64 bytes; from 4 KiB on, every power of two is
+    split into 8 classes, so a class wastes at most 12.5%.
+    """
+    cdef Py_ssize_t step, p
+    if nbytes <= 0:
+        return ALIGNMENT
+    if nbytes <= 4096:
+        return (nbytes + ALIGNMENT - 1) & ~(<Py_ssize_t>ALIGNMENT - 1)
+    p = 1
+    while p < nbytes:
+        p <<= 1
+    step = p >> 4              # (p/2) / 8
+    return (nbytes + step - 1) // step * step
+
+
+cdef void* _system_alloc(Py_ssize_t nbytes):
+    cdef void* ptr
+    global _system_allocs, _hugepage_hints
+    if nbytes >= HUGE_THRESHOLD:
+        ptr = rtx_aligned_alloc(HUGE_ALIGNMENT, <size_t>nbytes)
+        if ptr != NULL and rtx_hint_hugepage(ptr, <size_t>nbytes):
+            _hugepage_hints += 1
+    else:
+        ptr = rtx_aligned_alloc(ALIGNMENT, <size_t>nbytes)
+    if ptr != NULL:
+        _system_allocs += 1
+    return ptr
+
+
+cdef void* _alloc(Py_ssize_t cls) except NULL:
+    """A block of ``cls`` bytes (a size class), from the cache or the system."""
+    global _current_bytes, _peak_bytes, _allocations, _cache_hits, _cached_bytes
+    cdef void* ptr = NULL
+    cdef list bucket = _cache.get(cls)
+    if bucket:
+        ptr = <void*><uintptr_t>bucket.pop()
+        _cached_bytes -= cls
+        _cache_hits += 1
+    else:
+        ptr = _system_alloc(cls)
+        if ptr == NULL:
+            # Give the cache back and try once more before failing.
+            _release_cache()
+            ptr = _system_alloc(cls)
+        if ptr == NULL:
+            raise MemoryError(f"rtx: cannot allocate {cls} bytes")
+    _allocations += 1
+    _current_bytes += cls
+    if _current_bytes > _peak_bytes:
+        _peak_bytes = _current_bytes
+    return ptr
+
+
+cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
+    """Give a block back: to the cache when it fits under the limit, else to the system."""
+    global _current_bytes, _frees, _cached_bytes, _system_frees
+    _current_bytes -= cls
+    _frees += 1
+    if cls <= _cache_limit - _cached_bytes:
+        try:
+            bucket = _cache.get(cls)
+            if bucket is None:
+                _cache[cls] = [<uintptr_t>ptr]
+            else:
+                bucket.append(<uintptr_t>ptr)
+            _cached_bytes += cls
+            return
+        except BaseException:  # noqa: B036 - never raise from a free path
+            pass
+    rtx_aligned_free(ptr)
+    _system_frees += 1
+
+
+cdef void _release_cache() noexcept:
+    global _cached_bytes, _system_frees
+    cdef object addr
+    for bucket in _cache.values():
+        for addr in bucket:
+            rtx_aligned_free(<void*><uintptr_t>addr)
+            _system_frees += 1
+    _cache.clear()
+    _cached_bytes = 0
+
+
+def memory_stats():
+    """Counters of rtx's allocator.
+
+    ``current_bytes`` / ``peak_bytes`` count bytes held by live storages
+    (rounded to their size class); ``allocations`` / ``frees`` count storages
+    created and destroyed; ``cache_hits`` counts allocations served from the
+    cache of freed blocks, which holds ``cached_bytes`` (at most
+    ``cache_limit``).
+    """
+    return {
+        "current_bytes": _current_bytes,
+        "peak_bytes": _peak_bytes,
+        "allocations": _allocations,
+        "frees": _frees,
+        "cache_hits": _cache_hits,
+        "cached_bytes": _cached_bytes,
+        "cache_limit": _cache_limit,
+        "system_allocations": _system_allocs,
+        "system_frees": _system_frees,
+        "hugepage_hints": _hugepage_hints,
+    }
+
+
+def reset_peak_memory_stats():
+    """Reset ``peak_bytes`` to the current number of bytes in use."""
+    global _peak_bytes
+    _peak_bytes = _current_bytes
+
+
+def empty_cache():
+    """Return every cached free block to the system."""
+    _release_cache()
+
+
+def set_cache_limit(Py_ssize_t nbytes):
+    """Bound the cache of freed blocks to ``nbytes`` (0 disables caching)."""
+    global _cache_limit
+    if nbytes < 0:
+        raise ValueError(f"cache limit must be >= 0 bytes, got {nbytes}")
+    _cache_limit = nbytes
+    if _cached_bytes > _cache_limit:
+        _release_cache()
+
+
+def get_cache_limit():
+    return _cache_limit
+
+
+cdef class Storage:
+    """One owned, 64-byte aligned (2 MiB for large blocks) C allocation.
+
+    Exported through the buffer protocol as writable bytes; every exported
+    view references this object (``buf.obj``), so the memory lives as long as
+    any view does and is freed exactly once, when the last reference goes.
+    """
+
+    cdef void* ptr
+    cdef readonly Py_ssize_t nbytes
+    cdef Py_ssize_t capacity
+    cdef Py_ssize_t _shape[1]
+    cdef Py_ssize_t _strides[1]
+    cdef readonly Py_ssize_t exports
+
+    def __cinit__(self, Py_ssize_t nbytes, bint zero=False):
+        if nbytes < 0:
+            raise ValueError(f"Storage size must be >= 0, got {nbytes}")
+        self.ptr = NULL
+        self.capacity = _size_class(nbytes)
+        self.ptr = _alloc(self.capacity)
+        self.nbytes = nbytes
+        self.exports = 0
+        if zero and nbytes > 0:
+            with nogil:
+                memset(self.ptr, 0, <size_t>nbytes)
+
+    def __dealloc__(self):
+        if self.ptr != NULL:
+            _free(self.ptr, self.capacity)
+            self.ptr = NULL
+
+    @property
+    def address(self):
+        """The block's address (for tests and DLPack; never free it)."""
+        return <uintptr_t>self.ptr
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        self._shape[0] = self.nbytes
+        self._strides[0] = 1
+        buf.buf = self.ptr
+        buf.obj = self            # the view keeps its owner alive
+        buf.len = self.nbytes
+        buf.readonly = 0
+        buf.itemsize = 1
+        if flags & PyBUF_FORMAT:
+            buf.format = b"B"
+        else:
+            buf.format = NULL
+        buf.ndim = 1
+        buf.shape = self._shape if (flags & PyBUF_ND) else NULL
+        buf.strides = self._strides if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
+        buf.suboffsets = NULL
+        buf.internal = NULL
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        self.exports -= 1
+
+    def __repr__(self):
+        return f"<rtx Storage {self.nbytes} bytes at {hex(<uintptr_t>self.ptr)}>"

@@ -1,0 +1,59 @@
+"""Thread-count control with scikit-learn semantics.
+
+``None`` (the default) means "all usable cores": OpenMP's own default team
+size (which respects ``OMP_NUM_THREADS`` and ``threadpoolctl``) capped by the
+CPUs this process may run on.  Without OpenMP every kernel runs on 1 thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import _kernels
+
+_requested: int | None = None
+
+
+def _usable_cpus() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    # cgroup v2 CPU quota (containers).
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def set_num_threads(n: int | None) -> None:
+    """Set the number of threads rtx's kernels use.
+
+    ``n > 0``: exactly ``n``; ``n < 0``: ``usable_cpus + 1 + n`` (so ``-1`` is all
+    cores, ``-2`` all but one); ``None``: back to the default.  ``0`` is an
+    error.  Results never depend on this setting.
+    """
+    global _requested
+    if n is None:
+        _requested = None
+        return
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"set_num_threads expects an int or None, got {type(n).__name__}")
+    if n == 0:
+        raise ValueError("set_num_threads(0) is invalid: use a positive count, -1 or None")
+    if n < 0:
+        n = max(1, _usable_cpus() + 1 + n)
+    _requested = n
+
+
+def get_num_threads() -> int:
+    """The number of threads the next kernel call will use."""
+    if not _kernels.openmp_enabled():
+        return 1
+    if _requested is not None:
+        return _requested
+    return max(1, min(_kernels.omp_max_threads(), _usable_cpus()))

@@ -1,0 +1,86 @@
+"""The Backend interface.
+
+A backend computes on *primitives* (its own array objects) and is split by op
+family, one mixin per family (``elementwise.py``, ``activation.py``,
+``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``).  Only the
+*core* below is abstract: moving data between the backend and the host
+(``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
+``dtype``).  Every other op has a default body, written against other ops or
+as a host round-trip through numpy, so a backend that implements only the
+core is complete and correct; a fast backend overrides what it does better.
+See ``docs/backends.md``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .activation import ActivationOps
+from .elementwise import ElementwiseOps
+from .index import IndexOps
+from .linalg import LinalgOps
+from .reduction import ReductionOps
+from .shape import ShapeOps
+
+Prim = Any
+
+
+class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, ABC):
+    """Abstract backend.  Subclasses implement the four core methods."""
+
+    name: str = "backend"
+
+    # ----------------------------------------------------------------- core
+    @abstractmethod
+    def from_numpy(self, a: np.ndarray) -> Prim:
+        """A primitive holding ``a``'s values (it may share ``a``'s memory)."""
+
+    @abstractmethod
+    def to_numpy(self, p: Prim) -> np.ndarray:
+        """``p``'s values as a numpy array (a view where the backend can)."""
+
+    @abstractmethod
+    def shape(self, p: Prim) -> tuple[int, ...]:
+        """``p``'s shape."""
+
+    @abstractmethod
+    def dtype(self, p: Prim) -> np.dtype:
+        """``p``'s dtype (a numpy dtype)."""
+
+    # ------------------------------------------------------------- creation
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.empty(shape, dtype))
+
+    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.zeros(shape, dtype))
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.full(shape, value, dtype))
+
+    def inplace(self, op: str, dst: Prim, src: Any) -> Prim:
+        """``dst op= src`` for op in add/sub/mul/div/copy/fill.
+
+        Returns the primitive that now holds the result.  The default computes
+        a new primitive (the caller rebinds to it); backends with mutable
+        buffers override this to write into ``dst``.
+        """
+        shape, dt = tuple(self.shape(dst)), np.dtype(self.dtype(dst))
+        if op == "fill":
+            return self.full(shape, src, dt)
+        if op == "copy":
+            new = self.broadcast_to(src, shape) if self.is_prim(src) else self.full(shape, src, dt)
+        else:
+            new = getattr(self, op)(dst, src)
+        if tuple(self.shape(new)) != shape:
+            raise ValueError(f"in-place {op}: result shape {tuple(self.shape(new))} != {shape}")
+        return new if np.dtype(self.dtype(new)) == dt else self.cast(new, dt)
+
+    def is_prim(self, p: Any) -> bool:
+        """Whether ``p`` is one of this backend's primitives (default: not a scalar)."""
+        return not isinstance(p, (int, float, bool, np.generic))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"

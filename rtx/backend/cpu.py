@@ -1,0 +1,335 @@
+"""The CPU backend (float32 and float64; int and bool tensors pass through numpy).
+
+Primitives are numpy arrays whose memory is an rtx ``Storage`` (allocated here
+through the caching allocator) or, for ``rtx.from_numpy``, the user's own array.
+Elementwise and reduction ops that numpy does well run as numpy ufuncs writing
+into owned output buffers (``out=``); index ops run the OpenMP kernels of
+``rtx._kernels`` after validation at this boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _kernels
+from .._threads import get_num_threads
+from .activation import np_elu, np_leaky_relu, np_sigmoid
+from .base import Backend
+from .index import check_add, check_select
+from .reduction import Dim
+
+_ndarray = np.ndarray
+_scalar_types = (int, float, bool, np.generic)
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
+    """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
+    dtype = np.dtype(dtype)
+    n = math.prod(shape)
+    storage = _kernels.Storage(n * dtype.itemsize, zero)
+    return np.frombuffer(storage, dtype=dtype, count=n).reshape(shape)
+
+
+def own(a: np.ndarray) -> np.ndarray:
+    """``a``'s values in an rtx-owned, C-contiguous buffer."""
+    out = empty(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
+
+
+def _norm_dims(dim: Dim, ndim: int) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"dimension {d} is out of range for a tensor of {ndim} dims")
+        out.append(d % max(ndim, 1))
+    return tuple(out)
+
+
+def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int, ...]:
+    dims = _norm_dims(dim, len(shape))
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def _raise_shape(op: str, dst: np.ndarray, src: Any) -> bool:
+    raise ValueError(f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}")
+
+
+class CpuBackend(Backend):
+    """Native CPU backend."""
+
+    name = "cpu"
+
+    # ----------------------------------------------------------------- core
+    def from_numpy(self, a: np.ndarray) -> np.ndarray:
+        return a
+
+    def to_numpy(self, p: np.ndarray) -> np.ndarray:
+        return p
+
+    def shape(self, p: np.ndarray) -> tuple[int, ...]:
+        return p.shape
+
+    def dtype(self, p: np.ndarray) -> np.dtype:
+        return p.dtype
+
+    def is_prim(self, p: Any) -> bool:
+        return type(p) is _ndarray
+
+    # ------------------------------------------------------------- creation
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return empty(shape, dtype)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return empty(shape, dtype, zero=True)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> np.ndarray:
+        out = empty(shape, dtype)
+        out.fill(value)
+        return out
+
+    _INPLACE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
+
+    def inplace(self, op: str, dst: np.ndarray, src: Any) -> np.ndarray:
+        if not dst.flags.writeable:
+            return super().inplace(op, dst, src)
+        if op == "fill":
+            dst.fill(src)
+        elif op == "copy":
+            np.copyto(dst, src, casting="unsafe")
+        else:
+            np.broadcast_shapes(dst.shape, np.shape(src)) == dst.shape or _raise_shape(op, dst, src)
+            self._INPLACE[op](dst, src, out=dst, casting="unsafe")
+        return dst
+
+    # ---------------------------------------------------------- elementwise
+    def _binary(self, ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
+        if type(a) is _ndarray:
+            if type(b) is _ndarray:
+                shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
+                dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+            else:
+                shape = a.shape
+                dt = np.result_type(a, b)
+        else:
+            shape = b.shape
+            dt = np.result_type(a, b)
+        if out_dtype is not None:
+            dt = out_dtype
+        elif ufunc is np.true_divide and dt.kind in "biu":
+            dt = np.dtype(np.float64)
+        out = empty(shape, dt)
+        ufunc(a, b, out=out)
+        return out
+
+    def _unary(self, ufunc: Any, a: np.ndarray) -> np.ndarray:
+        dt = a.dtype if a.dtype.kind == "f" or ufunc in (np.negative, np.abs, np.sign) else (
+            np.dtype(np.float64)
+        )
+        out = empty(a.shape, dt)
+        ufunc(a, out=out)
+        return out
+
+    def add(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.add, a, b)
+
+    def sub(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.subtract, a, b)
+
+    def mul(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.multiply, a, b)
+
+    def div(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.true_divide, a, b)
+
+    def pow(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.power, a, b)
+
+    def maximum(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.maximum, a, b)
+
+    def minimum(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.minimum, a, b)
+
+    def eq(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.equal, a, b, np.dtype(bool))
+
+    def ne(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.not_equal, a, b, np.dtype(bool))
+
+    def lt(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.less, a, b, np.dtype(bool))
+
+    def le(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.less_equal, a, b, np.dtype(bool))
+
+    def gt(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.greater, a, b, np.dtype(bool))
+
+    def ge(self, a: Any, b: Any) -> np.ndarray:
+        return self._binary(np.greater_equal, a, b, np.dtype(bool))
+
+    def neg(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.negative, a)
+
+    def exp(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.exp, a)
+
+    def log(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.log, a)
+
+    def sqrt(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.sqrt, a)
+
+    def abs(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.abs, a)
+
+    def sign(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.sign, a)
+
+    def tanh(self, a: np.ndarray) -> np.ndarray:
+        return self._unary(np.tanh, a)
+
+    def where(self, cond: Any, a: Any, b: Any) -> np.ndarray:
+        return own(np.where(cond, a, b))
+
+    def cast(self, a: np.ndarray, dtype: Any) -> np.ndarray:
+        out = empty(a.shape, dtype)
+        np.copyto(out, a, casting="unsafe")
+        return out
+
+    def copy(self, a: np.ndarray) -> np.ndarray:
+        return own(a)
+
+    # ----------------------------------------------------------- activation
+    def relu(self, a: np.ndarray) -> np.ndarray:
+        return self._binary(np.maximum, a, a.dtype.type(0))
+
+    def leaky_relu(self, a: np.ndarray, negative_slope: float = 0.01) -> np.ndarray:
+        return own(np_leaky_relu(a, negative_slope))
+
+    def elu(self, a: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+        return own(np_elu(a, alpha))
+
+    def sigmoid(self, a: np.ndarray) -> np.ndarray:
+        return own(np_sigmoid(a))
+
+    def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
+        out = empty(a.shape, a.dtype)
+        if a.size == 0:
+            return out
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
+        np.exp(out, out=out)
+        np.divide(out, np.sum(out, axis=dim, keepdims=True), out=out)
+        return out
+
+    def log_softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
+        out = empty(a.shape, a.dtype)
+        if a.size == 0:
+            return out
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
+        lse = np.log(np.sum(np.exp(out), axis=dim, keepdims=True))
+        np.subtract(out, lse, out=out)
+        return out
+
+    # ------------------------------------------------------------ reduction
+    def _reduce(self, fn: Any, a: np.ndarray, dim: Dim, keepdim: bool, dt: Any = None) -> Any:
+        shape = _reduced_shape(a.shape, dim, keepdim)
+        out = empty(shape, dt if dt is not None else a.dtype)
+        axis = None if dim is None else _norm_dims(dim, a.ndim)
+        fn(a, axis=axis, keepdims=keepdim, out=out)
+        return out
+
+    def sum(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
+        dt = a.dtype if a.dtype.kind in "fc" else np.dtype(np.int64)
+        return self._reduce(np.sum, a, dim, keepdim, dt)
+
+    def mean(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
+        dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+        return self._reduce(np.mean, a, dim, keepdim, dt)
+
+    def max(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
+        return self._reduce(np.max, a, dim, keepdim)
+
+    def min(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
+        return self._reduce(np.min, a, dim, keepdim)
+
+    def argmax(self, a: np.ndarray, dim: int | None = None, keepdim: bool = False) -> np.ndarray:
+        if dim is None:
+            r = np.asarray(np.argmax(a), dtype=np.int64)
+            return own(r.reshape((1,) * a.ndim) if keepdim else r)
+        (d,) = _norm_dims(dim, a.ndim)
+        out = empty(_reduced_shape(a.shape, d, keepdim), np.int64)
+        np.argmax(a, axis=d, keepdims=keepdim, out=out)
+        return out
+
+    # --------------------------------------------------------------- linalg
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.ndim >= 2 and b.ndim >= 2:
+            if a.shape[-1] != b.shape[-2]:
+                raise ValueError(
+                    f"matmul: shapes {a.shape} and {b.shape} do not align "
+                    f"({a.shape[-1]} != {b.shape[-2]})"
+                )
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
+            out = empty(batch + (a.shape[-2], b.shape[-1]), dt)
+            np.matmul(a, b, out=out)
+            return out
+        return own(np.asarray(np.matmul(a, b)))
+
+    # ---------------------------------------------------------------- shape
+    def reshape(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if not a.flags.c_contiguous:
+            a = own(a)
+        return a.reshape(shape)
+
+    def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+        return a.transpose(dims)
+
+    def broadcast_to(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return own(np.broadcast_to(a, shape))
+
+    def getitem(self, a: np.ndarray, key: Any) -> np.ndarray:
+        r = a[key]
+        if type(r) is not _ndarray:  # numpy scalar from full integer indexing
+            return own(np.asarray(r))
+        return r if r.base is not None and np.shares_memory(r, a) else own(r)
+
+    def concat(self, xs: Any, dim: int = 0) -> np.ndarray:
+        return own(np.concatenate(list(xs), axis=dim))
+
+    def stack(self, xs: Any, dim: int = 0) -> np.ndarray:
+        return own(np.stack(list(xs), axis=dim))
+
+    # ---------------------------------------------------------------- index
+    def index_select(self, x: np.ndarray, indices: Any) -> np.ndarray:
+        idx = check_select(x.shape, indices)
+        out = empty((idx.shape[0],) + x.shape[1:], x.dtype)
+        if x.dtype not in _KERNEL_DTYPES:
+            np.take(x, idx, axis=0, out=out)
+            return out
+        row = math.prod(x.shape[1:])
+        xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
+        _kernels.gather_rows(xc, idx, out.reshape(idx.shape[0], row), get_num_threads())
+        return out
+
+    def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
+        idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
+        out = empty((n,) + src.shape[1:], src.dtype, zero=True)
+        if src.dtype not in _KERNEL_DTYPES:
+            np.add.at(out, idx, src)
+            return out
+        row = math.prod(src.shape[1:])
+        sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
+        _kernels.scatter_add_rows(sc, idx, out.reshape(n, row), get_num_threads())
+        return out

@@ -1,0 +1,34 @@
+"""Reductions along a dim (or all dims with ``dim=None``), with ``keepdim``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._host import HostRoundTrip
+
+Dim = int | tuple[int, ...] | None
+
+
+class ReductionOps(HostRoundTrip):
+    def sum(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
+        return self._host(np.sum, a, axis=dim, keepdims=keepdim)
+
+    def mean(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
+        return self._host(np.mean, a, axis=dim, keepdims=keepdim)
+
+    def max(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
+        return self._host(np.max, a, axis=dim, keepdims=keepdim)
+
+    def min(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
+        return self._host(np.min, a, axis=dim, keepdims=keepdim)
+
+    def argmax(self, a: Any, dim: int | None = None, keepdim: bool = False) -> Any:
+        def _argmax(x: np.ndarray) -> np.ndarray:
+            r = np.argmax(x, axis=dim, keepdims=keepdim and dim is not None)
+            if dim is None and keepdim:
+                r = np.reshape(r, (1,) * x.ndim)
+            return np.asarray(r, dtype=np.int64)
+
+        return self._host(_argmax, a)

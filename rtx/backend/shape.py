@@ -1,0 +1,44 @@
+"""Shape and view ops.  A backend may return views; the defaults copy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._host import HostRoundTrip
+
+
+def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.ndarray:
+    """The adjoint of ``x[key]``: a zero array of ``shape`` with ``g`` added at ``key``."""
+    out = np.zeros(shape, dtype=g.dtype)
+    np.add.at(out, key, g)
+    return out
+
+
+class ShapeOps(HostRoundTrip):
+    def reshape(self, a: Any, shape: tuple[int, ...]) -> Any:
+        return self._host(np.reshape, a, shape=shape)
+
+    def permute(self, a: Any, dims: tuple[int, ...]) -> Any:
+        return self._host(np.transpose, a, axes=dims)
+
+    def broadcast_to(self, a: Any, shape: tuple[int, ...]) -> Any:
+        return self._host(lambda x: np.array(np.broadcast_to(x, shape)), a)
+
+    def getitem(self, a: Any, key: Any) -> Any:
+        return self._host(lambda x: np.array(x[key]), a)
+
+    def slice_backward(self, g: Any, shape: tuple[int, ...], key: Any) -> Any:
+        return self._host(slice_backward_np, g, shape=shape, key=key)
+
+    def concat(self, xs: Sequence[Any], dim: int = 0) -> Any:
+        return self.from_numpy(  # type: ignore[attr-defined]
+            np.ascontiguousarray(np.concatenate([self._h(x) for x in xs], axis=dim))
+        )
+
+    def stack(self, xs: Sequence[Any], dim: int = 0) -> Any:
+        return self.from_numpy(  # type: ignore[attr-defined]
+            np.ascontiguousarray(np.stack([self._h(x) for x in xs], axis=dim))
+        )

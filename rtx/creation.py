@@ -1,0 +1,214 @@
+"""Creating tensors: from data, from numpy, and filled / random ones."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _backend_state
+from .tensor import SUPPORTED_DTYPES, Tensor, _check_dtype, _shape_arg, float32, int64
+
+
+def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
+    """``data`` as a numpy array of a supported dtype (PyTorch's inference rules)."""
+    if isinstance(data, Tensor):
+        a = data.numpy()
+    elif isinstance(data, np.ndarray):
+        a = data
+    else:
+        try:
+            a = np.asarray(data)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
+        if dtype is None:
+            kind = a.dtype.kind
+            if kind == "f" or (kind == "O" and _all_numbers(a)):
+                a = a.astype(float32) if kind == "f" else np.asarray(a.tolist(), dtype=float32)
+            elif kind in "iu":
+                a = a.astype(int64)
+            elif kind == "b":
+                pass
+            else:
+                raise TypeError(
+                    f"cannot build a tensor from data of type {type(data).__name__} "
+                    f"(numpy inferred {a.dtype})"
+                )
+    if dtype is not None:
+        dt = _check_dtype(dtype)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"cannot convert data of dtype {a.dtype} to {dt}")
+        return a.astype(dt)
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, int64 or "
+            "bool (pass dtype= to convert)"
+        )
+    return a
+
+
+def _all_numbers(a: np.ndarray) -> bool:
+    return all(isinstance(v, (int, float)) for v in a.reshape(-1).tolist())
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data``.
+
+    A numpy array keeps its dtype; Python floats become float32 and ints int64.
+    """
+    ad = _backend_state.default_autodiff()
+    a = _to_host(data, dtype)
+    B = ad.inner
+    t = Tensor._make(B.copy(B.from_numpy(a)), ad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A tensor sharing ``a``'s memory (and keeping ``a`` alive).
+
+    Memory is shared when ``a`` is C-contiguous, aligned, native-endian and of
+    a supported dtype; otherwise the values are copied.
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(a).__name__}")
+    ad = _backend_state.default_autodiff()
+    B = ad.inner
+    if (
+        a.dtype in SUPPORTED_DTYPES
+        and a.dtype.isnative
+        and a.flags.c_contiguous
+        and a.flags.aligned
+    ):
+        return Tensor._make(B.from_numpy(a), ad)
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"from_numpy: unsupported dtype {a.dtype}")
+    host = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    if host.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"from_numpy: unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, "
+            "int64 or bool"
+        )
+    return Tensor._make(B.copy(B.from_numpy(host)), ad)
+
+
+def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any) -> Tensor:
+    ad = _backend_state.default_autodiff()
+    s = _shape_arg(shape)
+    if any(d < 0 for d in s):
+        raise ValueError(f"negative dimension in shape {s}")
+    dt = _check_dtype(float32 if dtype is None else dtype)
+    B = ad.inner
+    if fill is None:
+        value = B.empty(s, dt)
+    elif fill == 0:
+        value = B.zeros(s, dt)
+    else:
+        value = B.full(s, fill, dt)
+    t = Tensor._make(value, ad)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def empty(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return _new(shape, dtype, requires_grad, None)
+
+
+def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return _new(shape, dtype, requires_grad, 0)
+
+
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    return _new(shape, dtype, requires_grad, 1)
+
+
+def full(shape: Sequence[int], fill_value: Any, dtype: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    if dtype is None:
+        dtype = int64 if isinstance(fill_value, int) and not isinstance(fill_value, bool) else (
+            np.bool_ if isinstance(fill_value, bool) else float32)
+    return _new((tuple(shape),), dtype, requires_grad, fill_value)
+
+
+def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype)
+
+
+def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
+    return ones(t.shape, dtype=t.dtype if dtype is None else dtype)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be non-zero")
+    if dtype is None:
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end, step))
+        dtype = int64 if ints else float32
+    return tensor(np.arange(start, end, step, dtype=_check_dtype(dtype)),
+                  requires_grad=requires_grad)
+
+
+# ------------------------------------------------------------------- random
+class Generator:
+    """A seedable random source (PCG64), like ``torch.Generator``."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._rng = np.random.Generator(np.random.PCG64(operator.index(seed)))
+        return self
+
+    @property
+    def numpy_generator(self) -> np.random.Generator:
+        return self._rng
+
+
+_default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator."""
+    return _default_generator.manual_seed(seed)
+
+
+def _rng(seed: int | None, generator: Generator | None) -> np.random.Generator:
+    if seed is not None and generator is not None:
+        raise ValueError("pass seed= or generator=, not both")
+    if generator is not None:
+        if not isinstance(generator, Generator):
+            raise TypeError(f"generator must be an rtx.Generator, got {type(generator).__name__}")
+        return generator._rng
+    if seed is not None:
+        return np.random.Generator(np.random.PCG64(operator.index(seed)))
+    return _default_generator._rng
+
+
+def _random(kind: str, shape: tuple[Any, ...], dtype: Any, requires_grad: bool,
+            seed: int | None, generator: Generator | None) -> Tensor:
+    s = _shape_arg(shape)
+    dt = _check_dtype(float32 if dtype is None else dtype)
+    if dt.kind != "f":
+        raise TypeError(f"{kind}: dtype must be floating point, got {dt}")
+    rng = _rng(seed, generator)
+    a = rng.random(s, dtype=dt) if kind == "rand" else rng.standard_normal(s, dtype=dt)
+    return tensor(a, requires_grad=requires_grad)
+
+
+def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int | None = None,
+         generator: Generator | None = None) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", shape, dtype, requires_grad, seed, generator)
+
+
+def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int | None = None,
+          generator: Generator | None = None) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", shape, dtype, requires_grad, seed, generator)

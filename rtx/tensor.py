@@ -1,0 +1,645 @@
+"""``rtx.Tensor``: the user-facing tensor (PyTorch-shaped).
+
+A Tensor holds a primitive of its backend (``_value``), the ``Autodiff``
+decorator of that backend (``_ad``), and its autograd state: ``requires_grad``,
+``grad`` and the ``Node`` that made it (``grad_fn``).  Every op goes through
+``_ad``, which records the tape when needed.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .autograd.grad_mode import is_grad_enabled
+from .autograd.graph import Node, run_backward
+
+if TYPE_CHECKING:
+    from .autograd.autodiff import Autodiff
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+bool_ = np.dtype(np.bool_)
+SUPPORTED_DTYPES = (float32, float64, int32, int64, bool_)
+_DTYPE_NAMES = {float32: "float32", float64: "float64", int32: "int32", int64: "int64",
+                bool_: "bool"}
+
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+_scalars = (int, float, bool)
+
+
+def _dtype_name(dt: Any) -> str:
+    return "rtx." + _DTYPE_NAMES.get(np.dtype(dt), str(dt))
+
+
+def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` like PyTorch."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be a sequence of ints, got {shape!r}") from None
+
+
+class Tensor:
+    """An n-dimensional array on a backend, with autograd."""
+
+    __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+
+    _value: Any
+    _ad: Autodiff
+    _rg: bool
+    _node: Node | None
+    grad: Tensor | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with rtx.tensor(), rtx.from_numpy(), rtx.zeros(), ...")
+
+    @classmethod
+    def _make(
+        cls, value: Any, ad: Autodiff, requires_grad: bool = False, node: Node | None = None
+    ) -> Tensor:
+        t = object.__new__(cls)
+        t._value = value
+        t._ad = ad
+        t._rg = requires_grad
+        t._node = node
+        t.grad = None
+        return t
+
+    # ------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._ad.inner.shape(self._value))
+
+    def size(self, dim: int | None = None) -> Any:
+        s = self.shape
+        return s if dim is None else s[dim]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self._ad.inner.dtype(self._value))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def backend(self) -> Any:
+        """The backend this tensor's data lives on."""
+        return self._ad.inner
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Node | None:
+        return self._node
+
+    # ------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if self._node is not None:
+            raise RuntimeError(
+                "requires_grad can only be changed on leaf tensors; use .detach() first"
+            )
+        if requires_grad and self.dtype.kind != "f":
+            raise RuntimeError(
+                f"only floating point tensors can require gradients, got {_dtype_name(self.dtype)}"
+            )
+        self._rg = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the tape (shares memory on the CPU backend)."""
+        return Tensor._make(self._value, self._ad)
+
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Accumulate gradients of this tensor into the leaves' ``.grad``."""
+        if not self._rg:
+            raise RuntimeError(
+                "backward(): this tensor does not require grad and has no grad_fn"
+            )
+        B = self._ad.inner
+        if grad is None:
+            if self.numel() != 1:
+                raise RuntimeError(
+                    f"backward(): grad can be implicitly created only for scalar outputs, "
+                    f"this tensor has shape {self.shape}; pass grad= explicitly"
+                )
+            g = B.full(self.shape, 1, self.dtype)
+        else:
+            gt = grad if isinstance(grad, Tensor) else _as_tensor(grad, self._ad, self.dtype)
+            if gt.shape != self.shape:
+                raise ValueError(
+                    f"backward(): grad has shape {gt.shape}, expected {self.shape}"
+                )
+            g = gt._value if gt.dtype == self.dtype else B.cast(gt._value, self.dtype)
+        run_backward(self, g, retain_graph)
+
+    # ------------------------------------------------------------ host I/O
+    def numpy(self) -> np.ndarray:
+        """The values as numpy (zero-copy on the CPU backend)."""
+        return self._ad.inner.to_numpy(self._value)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        if copy:
+            return a.copy()
+        return a
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise ValueError(
+                f"item(): only one-element tensors can be converted, got shape {self.shape}"
+            )
+        return self.numpy().reshape(-1)[0].item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d tensor")
+        return s[0]
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        body = np.array2string(
+            np.asarray(self.numpy()), separator=", ", prefix="tensor(", threshold=200
+        )
+        extra = ""
+        if self.dtype not in (float32, int64, bool_):
+            extra += f", dtype={_dtype_name(self.dtype)}"
+        if self._node is not None:
+            extra += f", grad_fn=<{self._node.name()}Backward>"
+        elif self._rg:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    # ---------------------------------------------------------- operators
+    def _bin(self, name: str, other: Any, reflected: bool = False) -> Tensor:
+        o = _operand(other, self._ad)
+        ad = self._ad
+        return ad.apply(_OPS[name], o, self) if reflected else ad.apply(_OPS[name], self, o)
+
+    def __add__(self, o: Any) -> Tensor:
+        return self._bin("add", o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return self._bin("add", o, True)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return self._bin("sub", o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return self._bin("sub", o, True)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return self._bin("mul", o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return self._bin("mul", o, True)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return self._bin("div", o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return self._bin("div", o, True)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return self._bin("pow", o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return self._bin("pow", o, True)
+
+    def __matmul__(self, o: Any) -> Tensor:
+        from .functional import matmul
+
+        return matmul(self, _operand(o, self._ad, scalars=False))
+
+    def __rmatmul__(self, o: Any) -> Tensor:
+        from .functional import matmul
+
+        return matmul(_operand(o, self._ad, scalars=False), self)
+
+    def __neg__(self) -> Tensor:
+        return self._ad.apply(_OPS["neg"], self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self._ad.apply(_OPS["abs"], self)
+
+    def _cmp(self, name: str, other: Any) -> Tensor:
+        o = _operand(other, self._ad)
+        B = self._ad.inner
+        ov = o._value if isinstance(o, Tensor) else o
+        return Tensor._make(getattr(B, name)(self._value, ov), self._ad)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return self._cmp("eq", o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return self._cmp("ne", o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return self._cmp("lt", o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return self._cmp("le", o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return self._cmp("gt", o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return self._cmp("ge", o)
+
+    def eq(self, o: Any) -> Tensor:
+        return self._cmp("eq", o)
+
+    def ne(self, o: Any) -> Tensor:
+        return self._cmp("ne", o)
+
+    def lt(self, o: Any) -> Tensor:
+        return self._cmp("lt", o)
+
+    def le(self, o: Any) -> Tensor:
+        return self._cmp("le", o)
+
+    def gt(self, o: Any) -> Tensor:
+        return self._cmp("gt", o)
+
+    def ge(self, o: Any) -> Tensor:
+        return self._cmp("ge", o)
+
+    # --------------------------------------------------------- elementwise
+    def add(self, o: Any) -> Tensor:
+        return self._bin("add", o)
+
+    def sub(self, o: Any) -> Tensor:
+        return self._bin("sub", o)
+
+    def mul(self, o: Any) -> Tensor:
+        return self._bin("mul", o)
+
+    def div(self, o: Any) -> Tensor:
+        return self._bin("div", o)
+
+    def pow(self, o: Any) -> Tensor:
+        return self._bin("pow", o)
+
+    def maximum(self, o: Any) -> Tensor:
+        return self._bin("maximum", o)
+
+    def minimum(self, o: Any) -> Tensor:
+        return self._bin("minimum", o)
+
+    def neg(self) -> Tensor:
+        return self._ad.apply(_OPS["neg"], self)
+
+    def exp(self) -> Tensor:
+        return self._ad.apply(_OPS["exp"], self)
+
+    def log(self) -> Tensor:
+        return self._ad.apply(_OPS["log"], self)
+
+    def sqrt(self) -> Tensor:
+        return self._ad.apply(_OPS["sqrt"], self)
+
+    def abs(self) -> Tensor:
+        return self._ad.apply(_OPS["abs"], self)
+
+    def sign(self) -> Tensor:
+        return self._ad.apply(_OPS["sign"], self)
+
+    def relu(self) -> Tensor:
+        return self._ad.apply(_OPS["relu"], self)
+
+    def leaky_relu(self, negative_slope: float = 0.01) -> Tensor:
+        return self._ad.apply(_OPS["leaky_relu"], self, negative_slope=negative_slope)
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        return self._ad.apply(_OPS["elu"], self, alpha=alpha)
+
+    def sigmoid(self) -> Tensor:
+        return self._ad.apply(_OPS["sigmoid"], self)
+
+    def tanh(self) -> Tensor:
+        return self._ad.apply(_OPS["tanh"], self)
+
+    def softmax(self, dim: int = -1) -> Tensor:
+        return self._ad.apply(_OPS["softmax"], self, dim=_check_dim(dim, self.ndim))
+
+    def log_softmax(self, dim: int = -1) -> Tensor:
+        return self._ad.apply(_OPS["log_softmax"], self, dim=_check_dim(dim, self.ndim))
+
+    def to(self, dtype: Any) -> Tensor:
+        dt = _check_dtype(dtype)
+        if dt == self.dtype:
+            return self
+        if self._rg and dt.kind != "f":
+            return Tensor._make(self._ad.inner.cast(self._value, dt), self._ad)
+        return self._ad.apply(_OPS["cast"], self, dtype=dt)
+
+    def float(self) -> Tensor:
+        return self.to(float32)
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def int(self) -> Tensor:
+        return self.to(int32)
+
+    def clone(self) -> Tensor:
+        """A copy; on the tape it is the same tensor (gradients flow straight back)."""
+        return self._ad.apply(_OPS["copy"], self)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    # ---------------------------------------------------------- reductions
+    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._ad.apply(_OPS["sum"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+
+    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        if self.dtype.kind != "f":
+            raise TypeError(f"mean() needs a floating point tensor, got {_dtype_name(self.dtype)}")
+        return self._ad.apply(
+            _OPS["mean"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim
+        )
+
+    def _extremum(self, name: str, dim: Any, keepdim: bool) -> Any:
+        if self.numel() == 0:
+            raise ValueError(f"{name}(): cannot reduce an empty tensor")
+        if dim is None:
+            return self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
+        d = _check_dim(dim, self.ndim)
+        values = self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
+        B = self._ad.inner
+        neg = B.neg(self._value) if name == "min" and self.dtype.kind != "b" else None
+        idx = B.argmax(self._value if neg is None else neg, d, keepdim)
+        return MaxResult(values, Tensor._make(idx, self._ad))
+
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        """``max()`` -> 0-d tensor; ``max(dim)`` -> ``(values, indices)`` like PyTorch."""
+        return self._extremum("max", dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return self._extremum("min", dim, keepdim)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._ad.apply(_OPS["max"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return self._ad.apply(_OPS["min"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+
+    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        if self.numel() == 0:
+            raise ValueError("argmax(): cannot reduce an empty tensor")
+        d = None if dim is None else _check_dim(dim, self.ndim)
+        return Tensor._make(self._ad.inner.argmax(self._value, d, keepdim), self._ad)
+
+    # --------------------------------------------------------------- shape
+    def reshape(self, *shape: Any) -> Tensor:
+        return self._ad.apply(_OPS["reshape"], self, shape=_resolve_shape(_shape_arg(shape),
+                                                                          self.numel()))
+
+    def view(self, *shape: Any) -> Tensor:
+        return self.reshape(*shape)
+
+    def flatten(self) -> Tensor:
+        return self.reshape(-1)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        s = list(self.shape)
+        s.insert(_check_dim(dim, len(s) + 1), 1)
+        return self.reshape(tuple(s))
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        s = self.shape
+        if dim is None:
+            return self.reshape(tuple(x for x in s if x != 1))
+        d = _check_dim(dim, len(s))
+        return self.reshape(s[:d] + s[d + 1:]) if s[d] == 1 else self
+
+    def permute(self, *dims: Any) -> Tensor:
+        d = _shape_arg(dims)
+        nd = self.ndim
+        if sorted(x % max(nd, 1) for x in d) != list(range(nd)):
+            raise ValueError(f"permute(): {d} is not a permutation of {nd} dims")
+        return self._ad.apply(_OPS["permute"], self, dims=tuple(x % nd for x in d))
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        nd = self.ndim
+        perm = list(range(nd))
+        a, b = _check_dim(dim0, nd), _check_dim(dim1, nd)
+        perm[a], perm[b] = perm[b], perm[a]
+        return self._ad.apply(_OPS["permute"], self, dims=tuple(perm))
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - PyTorch's name
+        return self._ad.apply(_OPS["permute"], self, dims=tuple(reversed(range(self.ndim))))
+
+    def expand(self, *shape: Any) -> Tensor:
+        s = _shape_arg(shape)
+        own = self.shape
+        s = tuple(own[i - (len(s) - len(own))] if x == -1 else x for i, x in enumerate(s))
+        return self.broadcast_to(s)
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+        shape = _shape_arg((shape,))
+        np.broadcast_shapes(self.shape, shape)  # raises ValueError when incompatible
+        return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return self._ad.apply(_OPS["getitem"], self, key=_host_key(key))
+
+    # --------------------------------------------------------------- other
+    def matmul(self, o: Any) -> Tensor:
+        return self.__matmul__(o)
+
+    def index_select(self, dim: int, indices: Any) -> Tensor:
+        from .functional import index_select
+
+        if dim != 0:
+            raise NotImplementedError("index_select is implemented along dim 0")
+        return index_select(self, indices)
+
+    # ------------------------------------------------- in-place (no tape)
+    def _inplace(self, name: str, other: Any) -> Tensor:
+        if self._rg and is_grad_enabled():
+            raise RuntimeError(
+                f"{name}_(): a tensor that requires grad cannot be modified in place "
+                "outside rtx.no_grad()"
+            )
+        o = _operand(other, self._ad)
+        ov = o._value if isinstance(o, Tensor) else o
+        self._value = self._ad.inner.inplace(name, self._value, ov)
+        return self
+
+    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
+        if alpha != 1.0:
+            other = other * alpha
+        return self._inplace("add", other)
+
+    def sub_(self, other: Any, alpha: float = 1.0) -> Tensor:
+        if alpha != 1.0:
+            other = other * alpha
+        return self._inplace("sub", other)
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._inplace("mul", other)
+
+    def div_(self, other: Any) -> Tensor:
+        return self._inplace("div", other)
+
+    def copy_(self, src: Any) -> Tensor:
+        return self._inplace("copy", src)
+
+    def zero_(self) -> Tensor:
+        return self._inplace("mul", 0)
+
+    def fill_(self, value: float) -> Tensor:
+        return self._inplace("fill", value)
+
+
+# ------------------------------------------------------------------ helpers
+def _check_dtype(dtype: Any) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unsupported dtype {dtype!r}") from None
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"unsupported dtype {dt}; rtx tensors are float32, float64, int32, int64 or bool"
+        )
+    return dt
+
+
+def _check_dim(dim: Any, ndim: int) -> int:
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}") from None
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"dim {d} is out of range for a tensor of {ndim} dims")
+    return d % n
+
+
+def _check_dims(dim: Any, ndim: int) -> Any:
+    if dim is None:
+        return None
+    if isinstance(dim, (tuple, list)):
+        ds = tuple(_check_dim(d, ndim) for d in dim)
+        if len(set(ds)) != len(ds):
+            raise ValueError(f"dim {tuple(dim)} names a dimension twice")
+        return ds
+    return _check_dim(dim, ndim)
+
+
+def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    if shape.count(-1) > 1:
+        raise ValueError("reshape: only one dimension can be -1")
+    if -1 in shape:
+        rest = math.prod(s for s in shape if s != -1)
+        if rest == 0 or numel % rest:
+            raise ValueError(f"reshape: cannot infer -1 in {shape} for {numel} elements")
+        shape = tuple(numel // rest if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or math.prod(shape) != numel:
+        raise ValueError(f"reshape: shape {shape} is invalid for a tensor of {numel} elements")
+    return shape
+
+
+def _host_key(key: Any) -> Any:
+    """Tensors inside an index key become numpy arrays."""
+    if isinstance(key, Tensor):
+        return key.numpy()
+    if isinstance(key, tuple):
+        return tuple(k.numpy() if isinstance(k, Tensor) else k for k in key)
+    if isinstance(key, list):
+        return np.asarray(key)
+    return key
+
+
+def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
+    from .creation import _to_host
+
+    a = _to_host(data, dtype)
+    B = ad.inner
+    return Tensor._make(B.copy(B.from_numpy(a)), ad)
+
+
+def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
+    """A tensor or a Python scalar usable as the other operand of an op."""
+    if isinstance(x, Tensor):
+        return x
+    if scalars:
+        if isinstance(x, _scalars):
+            return x
+        if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+            return x.item()
+    if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
+        return _as_tensor(x, ad)
+    raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")
+
+
+def _ops() -> dict[str, Any]:
+    from .autograd.ops import OPS
+
+    return OPS
+
+
+_OPS = _ops()

@@ -1,0 +1,43 @@
+"""Shared fixtures: every op test runs on every backend configuration."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import rtx
+
+BACKENDS = {
+    "cpu": rtx.CpuBackend,
+    "minimal": rtx.MinimalBackend,
+}
+_extra = [b for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",") if b]
+BACKEND_NAMES = list(BACKENDS) + [b for b in _extra if b not in BACKENDS]
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(params=BACKEND_NAMES)
+def backend(request):
+    """Run the test with new tensors created on each backend."""
+    b = BACKENDS[request.param]()
+    with rtx.use_backend(b):
+        yield b
+
+
+@pytest.fixture(params=DTYPES, ids=["float32", "float64"])
+def dtype(request):
+    return np.dtype(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    yield
+    rtx.set_num_threads(None)
+
+
+def tol(dtype) -> dict:
+    """Comparison tolerances against numpy references for a dtype."""
+    return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {
+        "rtol": 1e-12, "atol": 1e-12}
