@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
+from .backend._host import contiguous
 from .tensor import SUPPORTED_DTYPES, Tensor, _check_dtype, _shape_arg, float32, int64
 
 
@@ -86,7 +87,7 @@ def from_numpy(a: np.ndarray) -> Tensor:
         return Tensor._make(B.from_numpy(a), ad)
     if a.dtype.kind not in "biuf":
         raise TypeError(f"from_numpy: unsupported dtype {a.dtype}")
-    host = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    host = contiguous(a, dtype=a.dtype.newbyteorder("="))
     if host.dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"from_numpy: unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, "

@@ -7,6 +7,11 @@ from typing import Any
 import numpy as np
 
 
+def contiguous(a: Any, dtype: Any = None) -> np.ndarray:
+    """``a`` as a C-contiguous array, keeping 0-d arrays 0-d (unlike np.ascontiguousarray)."""
+    return np.require(np.asarray(a, dtype=dtype), requirements="C")
+
+
 class HostRoundTrip:
     """Mixin: run a numpy function on host copies of primitives."""
 
@@ -20,4 +25,4 @@ class HostRoundTrip:
         """``fn`` on host copies of the positional args (primitives or scalars);
         keyword args (shapes, dims, keys) pass through untouched."""
         res = fn(*[self._h(a) for a in args], **kwargs)
-        return self.from_numpy(np.ascontiguousarray(res))  # type: ignore[attr-defined]
+        return self.from_numpy(contiguous(res))  # type: ignore[attr-defined]

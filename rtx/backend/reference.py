@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ._host import contiguous
 from .base import Backend
 
 
@@ -21,7 +22,7 @@ class HostBuffer:
     __slots__ = ("data", "shape", "dtype")
 
     def __init__(self, a: np.ndarray) -> None:
-        a = np.ascontiguousarray(a)
+        a = contiguous(a)
         self.data = a.tobytes()
         self.shape = tuple(a.shape)
         self.dtype = a.dtype

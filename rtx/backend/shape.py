@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from ._host import HostRoundTrip, contiguous
 
 
 def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.ndarray:
@@ -35,10 +35,10 @@ class ShapeOps(HostRoundTrip):
 
     def concat(self, xs: Sequence[Any], dim: int = 0) -> Any:
         return self.from_numpy(  # type: ignore[attr-defined]
-            np.ascontiguousarray(np.concatenate([self._h(x) for x in xs], axis=dim))
+            contiguous(np.concatenate([self._h(x) for x in xs], axis=dim))
         )
 
     def stack(self, xs: Sequence[Any], dim: int = 0) -> Any:
         return self.from_numpy(  # type: ignore[attr-defined]
-            np.ascontiguousarray(np.stack([self._h(x) for x in xs], axis=dim))
+            contiguous(np.stack([self._h(x) for x in xs], axis=dim))
         )

@@ -1,0 +1,326 @@
+"""The op suite: every op on every backend configuration x dtype against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tol
+
+import rtx
+
+RNG = np.random.default_rng(0)
+
+
+def arr(shape, dtype, low=-2.0, high=2.0):
+    return RNG.uniform(low, high, size=shape).astype(dtype)
+
+
+def check(t, ref, dtype=None):
+    assert isinstance(t, rtx.Tensor)
+    ref = np.asarray(ref)
+    got = t.numpy()
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert got.dtype == ref.dtype, (got.dtype, ref.dtype)
+    np.testing.assert_allclose(got, ref, **tol(dtype or ref.dtype), equal_nan=True)
+
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.true_divide),
+    "maximum": (rtx.maximum, np.maximum),
+    "minimum": (rtx.minimum, np.minimum),
+}
+SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((0, 3), (3,)),
+          ((5,), (1,))]
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("sa,sb", SHAPES)
+def test_binary_broadcasting(backend, dtype, name, sa, sb):
+    a, b = arr(sa, dtype), arr(sb, dtype, 0.5, 2.0)
+    f, ref = BINARY[name]
+    check(f(rtx.tensor(a), rtx.tensor(b)), ref(a, b))
+    check(f(rtx.tensor(b), rtx.tensor(a)), ref(b, a))
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_binary_with_python_scalars(backend, dtype, name):
+    a = arr((3, 2), dtype, 0.5, 2)
+    f, ref = BINARY[name]
+    t = rtx.tensor(a)
+    check(f(t, 1.5), ref(a, dtype.type(1.5)))
+    check(f(2.0, t), ref(dtype.type(2.0), a))
+
+
+def test_pow(backend, dtype):
+    a = arr((4, 3), dtype, 0.5, 2.0)
+    b = arr((3,), dtype, -1.0, 2.0)
+    t = rtx.tensor(a)
+    check(t ** 2, a ** dtype.type(2))
+    check(t ** rtx.tensor(b), a ** b)
+    check(2.0 ** t, dtype.type(2.0) ** a)
+    check(rtx.pow(t, 0.5), np.power(a, dtype.type(0.5)))
+
+
+UNARY = {
+    "neg": (lambda t: -t, np.negative),
+    "exp": (rtx.exp, np.exp),
+    "log": (rtx.log, np.log),
+    "sqrt": (rtx.sqrt, np.sqrt),
+    "abs": (rtx.abs, np.abs),
+    "sign": (rtx.sign, np.sign),
+    "relu": (rtx.relu, lambda x: np.maximum(x, 0)),
+    "sigmoid": (rtx.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "tanh": (rtx.tanh, np.tanh),
+    "leaky_relu": (lambda t: rtx.leaky_relu(t, 0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
+    "elu": (lambda t: rtx.elu(t, 1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(x))),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 0, 3), ()])
+def test_unary(backend, dtype, name, shape):
+    low = 0.1 if name in ("log", "sqrt") else -3.0
+    a = arr(shape, dtype, low, 3.0)
+    f, ref = UNARY[name]
+    check(f(rtx.tensor(a)), np.asarray(ref(a)).astype(dtype))
+
+
+def test_sign_zero_and_nan(backend, dtype):
+    a = np.array([-2.0, -0.0, 0.0, 3.0, np.nan, np.inf, -np.inf], dtype=dtype)
+    s = rtx.sign(rtx.tensor(a)).numpy()
+    np.testing.assert_array_equal(s[:4], [-1, 0, 0, 1])
+    assert np.isnan(s[4]) and s[5] == 1 and s[6] == -1
+
+
+def test_nan_inf_propagation(backend, dtype):
+    a = np.array([np.nan, np.inf, -np.inf, 1.0], dtype=dtype)
+    t = rtx.tensor(a)
+    with np.errstate(all="ignore"):
+        check(t + 1, a + 1)
+        check(t * 0, a * 0)
+        check(rtx.exp(t), np.exp(a))
+        check(rtx.sigmoid(t)[1:], np.array([1.0, 0.0, 1 / (1 + np.exp(-1.0))], dtype=dtype))
+        assert np.isnan(rtx.sigmoid(t).numpy()[0])
+        assert np.isnan(t.sum().item())
+        assert np.isnan(rtx.softmax(t, 0).numpy()).all()
+
+
+def test_extreme_sigmoid_is_stable(backend, dtype):
+    a = np.array([-1000.0, 1000.0, 0.0], dtype=dtype)
+    np.testing.assert_array_equal(rtx.sigmoid(rtx.tensor(a)).numpy(), [0.0, 1.0, 0.5])
+
+
+CMP = {
+    "eq": (lambda a, b: a == b, np.equal),
+    "ne": (lambda a, b: a != b, np.not_equal),
+    "lt": (lambda a, b: a < b, np.less),
+    "le": (lambda a, b: a <= b, np.less_equal),
+    "gt": (lambda a, b: a > b, np.greater),
+    "ge": (lambda a, b: a >= b, np.greater_equal),
+}
+
+
+@pytest.mark.parametrize("name", list(CMP))
+def test_comparisons(backend, dtype, name):
+    a = np.array([[1, 2, 3], [3, 2, 1]], dtype=dtype)
+    b = np.array([2, 2, 2], dtype=dtype)
+    f, ref = CMP[name]
+    r = f(rtx.tensor(a), rtx.tensor(b))
+    assert r.dtype == rtx.bool
+    np.testing.assert_array_equal(r.numpy(), ref(a, b))
+    np.testing.assert_array_equal(f(rtx.tensor(a), 2).numpy(), ref(a, 2))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 2)])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_reductions(backend, dtype, dim, keepdim, op):
+    a = arr((3, 4, 5), dtype)
+    ref = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min}[op]
+    got = getattr(rtx.tensor(a), op)(dim, keepdim)
+    check(got, ref(a, axis=dim, keepdims=keepdim))
+
+
+def test_max_with_dim_returns_values_and_indices(backend, dtype):
+    a = arr((4, 6), dtype)
+    t = rtx.tensor(a)
+    values, indices = t.max(1)
+    check(values, a.max(1))
+    np.testing.assert_array_equal(indices.numpy(), a.argmax(1))
+    v, i = rtx.min(t, 0, keepdim=True)
+    check(v, a.min(0, keepdims=True))
+    np.testing.assert_array_equal(i.numpy(), a.argmin(0)[None])
+    check(t.max(), a.max())
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_argmax(backend, dtype, dim, keepdim):
+    a = arr((5, 7), dtype)
+    got = rtx.argmax(rtx.tensor(a), dim, keepdim)
+    ref = np.argmax(a, axis=dim, keepdims=keepdim) if dim is not None else np.argmax(a)
+    if dim is None and keepdim:
+        ref = np.reshape(ref, (1, 1))
+    assert got.dtype == rtx.int64
+    np.testing.assert_array_equal(got.numpy(), ref)
+
+
+def test_reductions_on_empty(backend, dtype):
+    a = np.zeros((0, 3), dtype)
+    check(rtx.tensor(a).sum(0), a.sum(0))
+    check(rtx.tensor(a).sum(), a.sum())
+    with pytest.raises(ValueError):
+        rtx.tensor(a).max()
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)),
+                                   ((1, 3, 4), (2, 4, 2)), ((4,), (4, 3)), ((3, 4), (4,)),
+                                   ((4,), (4,)), ((0, 4), (4, 2)), ((3, 0), (0, 2))])
+def test_matmul(backend, dtype, sa, sb):
+    a, b = arr(sa, dtype), arr(sb, dtype)
+    check(rtx.tensor(a) @ rtx.tensor(b), a @ b)
+    check(rtx.matmul(a, rtx.tensor(b)), np.matmul(a, b))
+
+
+def test_matmul_shape_mismatch(backend, dtype):
+    with pytest.raises(ValueError, match="align"):
+        rtx.tensor(arr((3, 4), dtype)) @ rtx.tensor(arr((3, 4), dtype))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax(backend, dtype, dim, fn):
+    a = arr((4, 5), dtype, -30, 30)
+    a[0, 0] = 1000.0 if dtype == np.float64 else 80.0  # stability: no overflow
+    m = a.max(axis=dim, keepdims=True)
+    e = np.exp(a - m)
+    sm = e / e.sum(axis=dim, keepdims=True)
+    ref = sm if fn == "softmax" else (a - m) - np.log(e.sum(axis=dim, keepdims=True))
+    got = getattr(rtx, fn)(rtx.tensor(a), dim)
+    check(got, ref.astype(dtype))
+    assert np.isfinite(got.numpy()).all()
+
+
+def test_shape_ops(backend, dtype):
+    a = arr((2, 3, 4), dtype)
+    t = rtx.tensor(a)
+    check(t.reshape(6, 4), a.reshape(6, 4))
+    check(t.reshape(-1), a.reshape(-1))
+    check(t.transpose(0, 2), a.transpose(2, 1, 0))
+    check(t.permute(1, 2, 0), a.transpose(1, 2, 0))
+    check(t.T, a.T)
+    check(t.unsqueeze(1), a[:, None])
+    check(t[:, :1].squeeze(1), a[:, 0])
+    check(t[1], a[1])
+    check(t[:, ::2, 1:3], a[:, ::2, 1:3])
+    check(t[..., -1], a[..., -1])
+    check(t[None, 0], a[None, 0])
+    check(t[[1, 0, 1]], a[[1, 0, 1]])
+    check(t[rtx.tensor([0, 1]), 2], a[[0, 1], 2])
+    check(t.expand(5, 2, 3, 4), np.broadcast_to(a, (5, 2, 3, 4)))
+    check(t.transpose(0, 1).reshape(3, 8), a.transpose(1, 0, 2).reshape(3, 8))
+
+
+def test_reshape_errors(backend, dtype):
+    t = rtx.tensor(arr((2, 3), dtype))
+    with pytest.raises(ValueError):
+        t.reshape(4, 2)
+    with pytest.raises(ValueError):
+        t.reshape(-1, -1)
+    with pytest.raises(ValueError):
+        t.permute(0, 0)
+    with pytest.raises(IndexError):
+        t.sum(2)
+
+
+def test_concat_stack(backend, dtype):
+    a, b = arr((2, 3), dtype), arr((4, 3), dtype)
+    check(rtx.concat([rtx.tensor(a), rtx.tensor(b)], 0), np.concatenate([a, b], 0))
+    check(rtx.cat([rtx.tensor(a.T), rtx.tensor(b.T)], dim=-1), np.concatenate([a.T, b.T], -1))
+    check(rtx.stack([rtx.tensor(a), rtx.tensor(a)], 1), np.stack([a, a], 1))
+    with pytest.raises(ValueError):
+        rtx.concat([rtx.tensor(a), rtx.tensor(b)], 1)
+    with pytest.raises(ValueError):
+        rtx.stack([rtx.tensor(a), rtx.tensor(b)])
+    with pytest.raises(ValueError):
+        rtx.concat([])
+
+
+def test_where(backend, dtype):
+    a, b = arr((3, 4), dtype), arr((4,), dtype)
+    c = a > 0
+    check(rtx.where(rtx.tensor(c), rtx.tensor(a), rtx.tensor(b)), np.where(c, a, b))
+    check(rtx.where(rtx.tensor(a) > 0, rtx.tensor(a), 0.0), np.where(c, a, dtype.type(0)))
+    with pytest.raises(TypeError):
+        rtx.where(rtx.tensor(a), rtx.tensor(a), rtx.tensor(a))
+
+
+def test_non_contiguous_inputs(backend, dtype):
+    a = arr((6, 8), dtype)[::2, 1::3]
+    b = arr((8, 6), dtype).T[::2, 1::3]
+    assert not a.flags.c_contiguous and not b.flags.c_contiguous
+    check(rtx.tensor(a) + rtx.tensor(b), a + b)
+    ta = rtx.tensor(arr((6, 8), dtype))
+    va = ta.T[1::2]  # a strided view on the CPU backend
+    ref = ta.numpy().T[1::2]
+    check(va.exp(), np.exp(ref))
+    check(va.sum(1), ref.sum(1))
+    check(va @ ta[:, :3], ref @ ta.numpy()[:, :3])
+    check(va.softmax(0), np.exp(ref) / np.exp(ref).sum(0))
+    check(va.reshape(-1), ref.reshape(-1))
+
+
+def test_dtype_promotion(backend):
+    a = rtx.tensor(np.ones(3, np.float32))
+    b = rtx.tensor(np.ones(3, np.float64))
+    assert (a + b).dtype == rtx.float64
+    assert (a + 1.5).dtype == rtx.float32
+    assert (rtx.tensor([1, 2]) + 1).dtype == rtx.int64
+    assert (rtx.tensor([1, 2]) / 2).dtype == rtx.float64
+
+
+def test_casts(backend, dtype):
+    a = arr((3,), dtype)
+    t = rtx.tensor(a)
+    check(t.double(), a.astype(np.float64))
+    check(t.float(), a.astype(np.float32))
+    check(t.long(), a.astype(np.int64))
+    check(t.int(), a.astype(np.int32))
+
+
+def test_ops_do_not_modify_inputs(backend, dtype):
+    a, b = arr((3, 4), dtype), arr((4,), dtype)
+    a0, b0 = a.copy(), b.copy()
+    ta, tb = rtx.from_numpy(a), rtx.from_numpy(b)
+    for r in (ta + tb, ta * tb, ta.softmax(1), ta.log_softmax(0), ta.exp(), ta @ tb,
+              ta.sum(0), ta.relu(), -ta, rtx.index_select(ta, [0, 0]),
+              rtx.index_add(ta, [1, 1, 0], 2)):
+        assert isinstance(r, rtx.Tensor)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda t: t + "x",
+    lambda t: t @ 3,
+    lambda t: t + rtx.tensor(np.ones((4, 5))),
+    lambda t: t.reshape(7),
+    lambda t: rtx.softmax(t, 5),
+    lambda t: t.sum(dim="a"),
+    lambda t: rtx.tensor([[1, 2], [3]]),
+    lambda t: rtx.tensor([1, "a"]),
+    lambda t: rtx.tensor(np.ones(3, np.complex64)),
+    lambda t: rtx.tensor(np.ones(3), dtype=np.float16),
+    lambda t: rtx.zeros(-1, 2),
+])
+def test_bad_input_raises_and_leaves_inputs(backend, dtype, bad):
+    a = arr((2, 3), dtype)
+    a0 = a.copy()
+    t = rtx.from_numpy(a)
+    with pytest.raises((TypeError, ValueError, IndexError)):
+        bad(t)
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(t.numpy(), a0)
