@@ -1,0 +1,177 @@
+"""Owned storage and the caching allocator."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import rtx
+from rtx import _kernels
+
+
+def current():
+    gc.collect()
+    return rtx.memory_stats()["current_bytes"]
+
+
+def test_stats_keys():
+    s = rtx.memory_stats()
+    for k in ("current_bytes", "peak_bytes", "allocations", "frees", "cache_hits",
+              "cached_bytes", "cache_limit"):
+        assert isinstance(s[k], int)
+
+
+def test_storage_is_aligned_and_counted():
+    base = current()
+    st = rtx.Storage(1000)
+    assert st.address % 64 == 0
+    assert st.nbytes == 1000
+    assert current() >= base + 1000
+    del st
+    assert current() == base
+
+
+def test_large_storage_is_2mib_aligned_and_hinted():
+    before = rtx.memory_stats()["hugepage_hints"]
+    rtx.empty_cache()
+    st = rtx.Storage(8 << 20)
+    assert st.address % (2 << 20) == 0
+    # madvise(MADV_HUGEPAGE) succeeds on Linux with THP compiled in.
+    import sys
+    if sys.platform.startswith("linux"):
+        assert rtx.memory_stats()["hugepage_hints"] == before + 1
+    del st
+
+
+def test_negative_size_rejected():
+    with pytest.raises(ValueError):
+        rtx.Storage(-1)
+
+
+def test_huge_allocation_is_memory_error():
+    base = current()
+    with pytest.raises(MemoryError):
+        rtx.Storage(1 << 60)
+    assert current() == base
+
+
+def test_numpy_view_outlives_tensor():
+    base = current()
+    t = rtx.arange(10, dtype=rtx.float64)
+    a = np.asarray(t)
+    del t
+    gc.collect()
+    a[3] = 42.0
+    assert a.sum() == sum(range(10)) - 3 + 42
+    assert current() > base
+    del a
+    assert current() == base
+
+
+def test_tensor_outlives_views_and_view_chains():
+    base = current()
+    t = rtx.randn(6, 8, seed=0)
+    ref = t.numpy().copy()
+    v = t[1:5:2].T.reshape(-1)[::3]
+    n = np.asarray(t.T[2:])
+    del t
+    gc.collect()
+    np.testing.assert_array_equal(v.numpy(), ref[1:5:2].T.reshape(-1)[::3])
+    np.testing.assert_array_equal(n, ref.T[2:])
+    del v
+    gc.collect()
+    np.testing.assert_array_equal(n, ref.T[2:])
+    del n
+    assert current() == base
+
+
+def test_views_share_memory_with_their_tensor():
+    t = rtx.zeros(4, 4)
+    v = t[1]
+    np.asarray(v)[:] = 7.0
+    assert t.numpy()[1].tolist() == [7.0] * 4
+    assert np.shares_memory(np.asarray(t.T), np.asarray(t))
+
+
+def test_memory_returns_to_baseline_after_10000_tensors_and_views():
+    base = current()
+    for i in range(10_000):
+        t = rtx.ones(8, 4) * float(i)
+        v = t.T[1:].reshape(-1)
+        _ = np.asarray(v)
+        w = t.sum(0)
+        del t, v, w, _
+    assert current() == base
+
+
+def test_same_shape_allocation_served_from_cache():
+    rtx.empty_cache()
+    t = rtx.empty(256, 1024)
+    del t
+    s0 = rtx.memory_stats()
+    t = rtx.empty(256, 1024)
+    s1 = rtx.memory_stats()
+    assert s1["cache_hits"] == s0["cache_hits"] + 1
+    assert s1["system_allocations"] == s0["system_allocations"]
+    del t
+
+
+def test_cache_limit_and_empty_cache():
+    old = rtx.get_cache_limit()
+    try:
+        rtx.set_cache_limit(0)
+        assert rtx.memory_stats()["cached_bytes"] == 0
+        s0 = rtx.memory_stats()
+        t = rtx.empty(1000)
+        del t
+        s1 = rtx.memory_stats()
+        assert s1["cached_bytes"] == 0
+        assert s1["system_frees"] == s0["system_frees"] + 1
+        rtx.set_cache_limit(1 << 20)
+        t = rtx.empty(1000)
+        del t
+        assert rtx.memory_stats()["cached_bytes"] > 0
+        rtx.empty_cache()
+        assert rtx.memory_stats()["cached_bytes"] == 0
+        with pytest.raises(ValueError):
+            rtx.set_cache_limit(-1)
+    finally:
+        rtx.set_cache_limit(old)
+
+
+def test_peak_and_reset():
+    rtx.reset_peak_memory_stats()
+    base = rtx.memory_stats()["peak_bytes"]
+    t = rtx.empty(1 << 20)
+    assert rtx.memory_stats()["peak_bytes"] >= base + (4 << 20)
+    del t
+    rtx.reset_peak_memory_stats()
+    assert rtx.memory_stats()["peak_bytes"] == rtx.memory_stats()["current_bytes"]
+
+
+def test_size_classes_waste_at_most_an_eighth():
+    rtx.empty_cache()
+    for n in (1, 63, 64, 65, 4095, 4097, 10_000, 1_000_001, 3 << 20):
+        before = current()
+        st = rtx.Storage(n)
+        used = current() - before
+        assert n <= used <= max(64, n + n // 8 + 64), (n, used)
+        del st
+
+
+def test_buffer_protocol_export_keeps_owner():
+    st = rtx.Storage(64)
+    m = memoryview(st)
+    assert st.exports == 1
+    del st
+    gc.collect()
+    m[0] = 5  # still valid memory
+    assert m[0] == 5
+    m.release()
+
+
+def test_zeroed_storage():
+    st = _kernels.Storage(1 << 16, True)
+    assert not np.frombuffer(st, dtype=np.uint8).any()
