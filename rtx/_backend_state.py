@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from .autograd.autodiff import Autodiff
 from .backend import Backend, CpuBackend
