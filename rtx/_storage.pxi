@@ -63,6 +63,7 @@ cdef Py_ssize_t _cached_bytes = 0
 cdef Py_ssize_t _cache_limit = 1 << 30
 cdef Py_ssize_t _hugepage_hints = 0
 cdef dict _cache = {}                # size class -> list of addresses (int)
+cdef bint _shutting_down = False     # after exit starts, freed blocks bypass the cache
 
 
 cdef inline Py_ssize_t _size_class(Py_ssize_t nbytes) noexcept:
@@ -126,7 +127,7 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     global _current_bytes, _frees, _cached_bytes, _system_frees
     _current_bytes -= cls
     _frees += 1
-    if cls <= _cache_limit - _cached_bytes:
+    if not _shutting_down and cls <= _cache_limit - _cached_bytes:
         try:
             bucket = _cache.get(cls)
             if bucket is None:
@@ -150,6 +151,23 @@ cdef void _release_cache() noexcept:
             _system_frees += 1
     _cache.clear()
     _cached_bytes = 0
+
+
+def _release_cache_at_exit():
+    """Free the cache when the interpreter exits and stop caching from then on.
+
+    Cached addresses are kept as Python ints, which leak checkers (valgrind,
+    LeakSanitizer) cannot see as pointers: without this every cached block
+    would be reported as definitely lost at exit.
+    """
+    global _shutting_down
+    _shutting_down = True
+    _release_cache()
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_release_cache_at_exit)
 
 
 def memory_stats():
