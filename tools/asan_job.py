@@ -1,0 +1,130 @@
+"""The ASan + UBSan job, then the LeakSanitizer pass, then the self-test.
+
+    python tools/asan_job.py [--no-leaks] [--no-selftest] [--leak-tests PATHS] [-- PYTEST ARGS]
+
+1. Stages a private copy of the rtx package in ``build/asan/src`` and builds its
+   extension with ``-fsanitize=address,undefined -fno-sanitize-recover=undefined
+   -fno-omit-frame-pointer -g -O1`` (fresh objects: ``--force``, own build dirs).
+2. Runs the WHOLE test suite against that copy with the uninstrumented CPython:
+   ``LD_PRELOAD=libasan.so PYTHONMALLOC=malloc``, pytest ``--capture=sys`` (fd
+   capture swallows the report).  Any ASan/UBSan report fails the job.
+3. LeakSanitizer pass (``detect_leaks=1:malloc_context_size=2``, suppressions in
+   ``tools/lsan.supp``: interpreter-owned allocations only) over the whole suite
+   again, or over ``--leak-tests``.
+4. Self-test: deliberate bugs in ``tools/selftest`` (built at -O0 with the same
+   flags), each in its own process, must each exit non-zero with a report.
+
+Exit status 0 only when every phase passed.  Run it with the real interpreter
+(``.venv/bin/python tools/asan_job.py``), not a pyenv shim.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memcheck_env as mc  # noqa: E402
+
+
+def scan(log: str) -> list[str]:
+    with open(log, errors="replace") as fh:
+        return [ln.rstrip() for ln in fh if re.search(mc.REPORT_PATTERN, ln)]
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    leaks = "--no-leaks" not in argv
+    selftest = "--no-selftest" not in argv
+    leak_tests: list[str] = []
+    if "--leak-tests" in argv:
+        leak_tests = argv[argv.index("--leak-tests") + 1].split(",")
+    py = mc.real_python()
+    base = os.path.join(mc.ROOT, "build", "asan")
+    src = os.path.join(base, "src")
+    run_dir = os.path.join(base, "run")
+    os.makedirs(base, exist_ok=True)
+    times: dict[str, float] = {}
+    failures: list[str] = []
+    t_all = time.perf_counter()
+
+    # ---------------------------------------------------------------- build
+    print(f"=== asan: building an instrumented rtx in {src}", flush=True)
+    mc.stage_package(src)
+    times["build"] = mc.build_extension(src, mc.SAN_CFLAGS, mc.SAN_LDFLAGS,
+                                        log=os.path.join(base, "build.log"))
+    os.makedirs(run_dir, exist_ok=True)
+    pp = mc.pythonpath_for(src)
+    env = mc.asan_env(pp)
+    env.update(mc.memcheck_vars(src, "-fsanitize=address", "asan"))
+    probe = subprocess.run(
+        [py, "-c", "import rtx, rtx._kernels as k; print(rtx.__file__); print(k.build_cflags())"],
+        env=env, cwd=run_dir, capture_output=True, text=True)
+    print(probe.stdout + probe.stderr, end="")
+    if probe.returncode != 0 or not probe.stdout.startswith(os.path.join(src, "rtx")):
+        print("asan: the instrumented rtx does not import from the run directory")
+        return 1
+
+    # ---------------------------------------------- whole suite, ASan + UBSan
+    tests = [os.path.join(mc.ROOT, "tests")]
+    print("=== asan: whole test suite under ASan + UBSan", flush=True)
+    log = os.path.join(base, "pytest-asan.log")
+    rc, times["suite"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *extra, *tests]),
+                                       env, run_dir, log)
+    reports = scan(log)
+    if rc != 0 or reports:
+        failures.append(f"ASan/UBSan suite: exit {rc}, {len(reports)} report line(s)")
+        for r in reports[:20]:
+            print("  REPORT:", r)
+
+    # ----------------------------------------------------- LeakSanitizer pass
+    if leaks:
+        print("=== asan: LeakSanitizer pass", flush=True)
+        lenv = mc.lsan_env(pp)
+        lenv.update(mc.memcheck_vars(src, "-fsanitize=address", "lsan"))
+        targets = [os.path.join(mc.ROOT, t) for t in leak_tests] if leak_tests else tests
+        log = os.path.join(base, "pytest-lsan.log")
+        rc, times["leaks"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *extra, *targets]),
+                                           lenv, run_dir, log)
+        reports = scan(log)
+        if rc != 0 or reports:
+            failures.append(f"LeakSanitizer pass: exit {rc}, {len(reports)} report line(s)")
+            for r in reports[:20]:
+                print("  REPORT:", r)
+
+    # ------------------------------------------------------------ self-test
+    if selftest:
+        print("=== asan: self-test (deliberate bugs must be caught)", flush=True)
+        t0 = time.perf_counter()
+        st = os.path.join(base, "selftest")
+        b = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "build.py"), st, "--asan"],
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            print(b.stdout + b.stderr)
+            failures.append("self-test build failed")
+        else:
+            for tool in ("asan", "lsan") if leaks else ("asan",):
+                r = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "run.py"), tool,
+                                    st, src])
+                if r.returncode != 0:
+                    failures.append(f"self-test ({tool}): a deliberate bug went unreported")
+        times["selftest"] = time.perf_counter() - t0
+
+    times["total"] = time.perf_counter() - t_all
+    print("=== asan: wall times " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
+    if failures:
+        print("=== asan: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print("=== asan: OK (no ASan/UBSan/LSan report; every deliberate bug caught)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

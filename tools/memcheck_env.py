@@ -1,0 +1,192 @@
+"""Shared pieces of the memory-checking jobs (tools/asan_job.py, tools/valgrind_job.py,
+tools/selftest/run.py): tool flags and environments, and building a private,
+instrumented copy of the rtx package that the tests then import.
+
+Why a private copy: CI installs rtx into a virtual environment and developers
+build it in place; the jobs must test *their* build.  The copy lives under
+``build/<job>/src/rtx`` (Python sources + the instrumented extension), goes
+first on ``PYTHONPATH``, and pytest runs from an empty directory so neither the
+source tree's ``rtx/`` nor an installed one can shadow it.  The pytest plugin
+``tools/pytest_memcheck.py`` asserts which ``rtx`` was imported.
+
+Facts behind the flags: /work/shared/memsafety-notes.md (and docs/memory-safety.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(ROOT, "tools")
+
+SAN_CFLAGS = ("-fsanitize=address,undefined -fno-sanitize-recover=undefined "
+              "-fno-omit-frame-pointer -g -O1")
+SAN_LDFLAGS = "-fsanitize=address,undefined"
+VALGRIND_CFLAGS = "-O3 -g"   # the normal optimisation level, with debug info
+
+# allocator_may_return_null=1: a huge request returns NULL (rtx raises
+# MemoryError) as plain malloc does, instead of ASan aborting the process.
+ASAN_BASE = "halt_on_error=1:abort_on_error=0:allocator_may_return_null=1:" \
+            "detect_odr_violation=0"
+UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1"
+
+# A line that says a tool found something (searched in every job's output,
+# so a report from a child process the tests start is not missed either).
+REPORT_PATTERN = (r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|"
+                  r"SUMMARY: UndefinedBehaviorSanitizer")
+
+
+def real_python() -> str:
+    """This interpreter's binary; refuse wrapper scripts (a pyenv shim is bash:
+    LD_PRELOAD'ing a sanitizer into it floods the run with bash's leaks)."""
+    exe = sys.executable
+    with open(os.path.realpath(exe), "rb") as fh:
+        if fh.read(4) != b"\x7fELF":
+            sys.exit(f"{exe} is not an ELF binary; run the job with the real interpreter "
+                     "(e.g. .venv/bin/python)")
+    return exe
+
+
+def _cc() -> str:
+    return os.environ.get("CC", "gcc").split()[0]
+
+
+def runtime_lib(name: str) -> str:
+    """Absolute path of a sanitizer runtime (libasan.so, liblsan.so) of the compiler."""
+    path = subprocess.run([_cc(), f"-print-file-name={name}"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(path) or not os.path.exists(path):
+        sys.exit(f"{_cc()} has no {name}; install the compiler's sanitizer runtime")
+    return path
+
+
+def _base_env(pythonpath: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for k in ("LD_PRELOAD", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH"):
+        env.pop(k, None)
+    env["PYTHONPATH"] = pythonpath
+    env["PYTHONMALLOC"] = "malloc"        # every Python allocation visible to the tool
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    return env
+
+
+def asan_env(pythonpath: str) -> dict[str, str]:
+    env = _base_env(pythonpath)
+    env["LD_PRELOAD"] = runtime_lib("libasan.so")
+    env["ASAN_OPTIONS"] = "detect_leaks=0:" + ASAN_BASE
+    env["UBSAN_OPTIONS"] = UBSAN_OPTIONS
+    return env
+
+
+def lsan_env(pythonpath: str, suppressions: str | None = None) -> dict[str, str]:
+    """ASan with leak detection at exit.  malloc_context_size=2 keeps the
+    'leak:libpython3' suppression from matching frames far up every stack
+    (which would hide rtx's own leaks too)."""
+    env = asan_env(pythonpath)
+    env["ASAN_OPTIONS"] = "detect_leaks=1:malloc_context_size=2:" + ASAN_BASE
+    supp = suppressions or os.path.join(TOOLS, "lsan.supp")
+    env["LSAN_OPTIONS"] = f"suppressions={supp}:print_suppressions=0"
+    return env
+
+
+def valgrind_env(pythonpath: str) -> dict[str, str]:
+    env = _base_env(pythonpath)
+    env["OMP_WAIT_POLICY"] = "passive"    # idle OpenMP threads sleep instead of spinning
+    return env
+
+
+def valgrind_cmd(suppressions: str | None = None) -> list[str]:
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed (apt-get install valgrind)")
+    supp = suppressions or os.path.join(TOOLS, "valgrind-python.supp")
+    return [
+        "valgrind", "--tool=memcheck", "--error-exitcode=99",
+        "--leak-check=full", "--show-leak-kinds=definite",
+        "--errors-for-leak-kinds=definite", f"--suppressions={supp}",
+        "--num-callers=40", "--child-silent-after-fork=yes",
+    ]
+
+
+def stage_package(dest: str) -> str:
+    """Copy the build inputs (setup.py, pyproject.toml, README.md, rtx/) to ``dest``,
+    without any built extension or generated C file, and return ``dest``."""
+    if os.path.exists(dest):
+        shutil.rmtree(dest)
+    os.makedirs(dest)
+    for name in ("setup.py", "pyproject.toml", "README.md", "setup.cfg", "MANIFEST.in"):
+        src = os.path.join(ROOT, name)
+        if os.path.exists(src):
+            shutil.copy2(src, dest)
+    shutil.copytree(
+        os.path.join(ROOT, "rtx"), os.path.join(dest, "rtx"),
+        ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "__pycache__"),
+    )
+    return dest
+
+
+def build_extension(src: str, cflags: str, ldflags: str = "", log: str | None = None) -> float:
+    """Build rtx's extension in place inside the staged copy ``src`` (fresh
+    objects: ``--force`` and a private build-temp).  Returns seconds taken."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env["CFLAGS"] = cflags
+    env["LDFLAGS"] = ldflags
+    env["RTX_OPENMP"] = "1"            # these builds must have OpenMP: a serial build hides races
+    t0 = time.perf_counter()
+    cmd = [real_python(), "setup.py", "-q", "build_ext", "--inplace", "--force",
+           "--build-temp", os.path.join(src, "build-temp")]
+    p = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True)
+    if log:
+        with open(log, "w") as fh:
+            fh.write(p.stdout + p.stderr)
+    if p.returncode != 0:
+        print(p.stdout[-4000:] + p.stderr[-8000:])
+        sys.exit(f"building the instrumented extension failed (exit {p.returncode})")
+    return time.perf_counter() - t0
+
+
+def pytest_cmd(pkg_dir: str, extra: list[str]) -> list[str]:
+    """``python -m pytest`` over the project's tests/ with the project's config,
+    loading the plugin that checks which rtx is imported."""
+    return [
+        real_python(), "-m", "pytest",
+        "-c", os.path.join(ROOT, "pyproject.toml"), "--rootdir", ROOT,
+        "-p", "pytest_memcheck", "-p", "no:cacheprovider",
+        "--capture=sys",     # fd capture would swallow the sanitizer's report
+        *extra,
+    ]
+
+
+def pythonpath_for(pkg_dir: str) -> str:
+    return os.pathsep.join([pkg_dir, TOOLS])
+
+
+def memcheck_vars(pkg_dir: str, cflag: str, job: str) -> dict[str, str]:
+    """What the plugin asserts: rtx imported from ``pkg_dir/rtx``, built with ``cflag``."""
+    return {"RTX_MEMCHECK_PKG": os.path.join(pkg_dir, "rtx"), "RTX_MEMCHECK_CFLAG": cflag,
+            "RTX_MEMCHECK_JOB": job}
+
+
+def run_logged(cmd: list[str], env: dict[str, str], cwd: str, log: str,
+               timeout: float | None = None) -> tuple[int, float]:
+    """Run ``cmd``, streaming its output to the console and to ``log``."""
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors="replace")
+        assert p.stdout is not None
+        for line in p.stdout:
+            sys.stdout.write(line)
+            fh.write(line)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = -9
+    sys.stdout.flush()
+    return rc, time.perf_counter() - t0
