@@ -13,6 +13,7 @@ from ._config import config, show_config
 from ._kernels import (
     Storage,
     empty_cache,
+    from_dlpack,
     get_cache_limit,
     memory_stats,
     reset_peak_memory_stats,
@@ -88,7 +89,7 @@ __all__ = [
     "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
     "__version__", "abs", "add", "arange", "argmax", "autograd", "bool", "cat", "concat",
     "config", "div", "elu", "empty", "empty_cache", "enable_grad", "eq", "exp",
-    "float32", "float64", "from_numpy", "full", "ge", "get_cache_limit",
+    "float32", "float64", "from_dlpack", "from_numpy", "full", "ge", "get_cache_limit",
     "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
     "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
     "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",

@@ -11,3 +11,4 @@ from cython.parallel cimport prange
 include "_openmp.pxi"
 include "_storage.pxi"
 include "_index.pxi"
+include "_dlpack.pxi"

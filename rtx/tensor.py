@@ -554,6 +554,33 @@ class Tensor:
     def fill_(self, value: float) -> Tensor:
         return self._inplace("fill", value)
 
+    # ------------------------------------------------------------- DLPack
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[Any, Any] | None = None,
+        dl_device: tuple[Any, Any] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of this tensor's memory (zero-copy on the CPU backend).
+
+        Other backends export a host copy (through ``to_numpy``).  Like PyTorch,
+        a tensor that requires grad must be ``.detach()``ed first.
+        """
+        from ._kernels import dlpack_export
+
+        if self._rg:
+            raise RuntimeError(
+                "can't export a tensor that requires grad by DLPack; use tensor.detach()"
+            )
+        a = self._ad.inner.to_numpy(self._value)
+        return dlpack_export(a, stream, max_version, dl_device, copy, a is not self._value)
+
+    def __dlpack_device__(self) -> tuple[Any, Any]:
+        """``(kDLCPU, 0)``: every rtx backend keeps its data in host memory."""
+        return (1, 0)
+
 
 # ------------------------------------------------------------------ helpers
 def _check_dtype(dtype: Any) -> np.dtype:
