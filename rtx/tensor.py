@@ -8,6 +8,7 @@ decorator of that backend (``_ad``), and its autograd state: ``requires_grad``,
 
 from __future__ import annotations
 
+import builtins
 import math
 import operator
 from collections import namedtuple
@@ -445,7 +446,7 @@ class Tensor:
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return self._ad.apply(_OPS["min"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmax(self, dim: builtins.int | None = None, keepdim: bool = False) -> Tensor:
         if self.numel() == 0:
             raise ValueError("argmax(): cannot reduce an empty tensor")
         d = None if dim is None else _check_dim(dim, self.ndim)
@@ -462,12 +463,12 @@ class Tensor:
     def flatten(self) -> Tensor:
         return self.reshape(-1)
 
-    def unsqueeze(self, dim: int) -> Tensor:
+    def unsqueeze(self, dim: builtins.int) -> Tensor:
         s = list(self.shape)
         s.insert(_check_dim(dim, len(s) + 1), 1)
         return self.reshape(tuple(s))
 
-    def squeeze(self, dim: int | None = None) -> Tensor:
+    def squeeze(self, dim: builtins.int | None = None) -> Tensor:
         s = self.shape
         if dim is None:
             return self.reshape(tuple(x for x in s if x != 1))
@@ -481,7 +482,7 @@ class Tensor:
             raise ValueError(f"permute(): {d} is not a permutation of {nd} dims")
         return self._ad.apply(_OPS["permute"], self, dims=tuple(x % nd for x in d))
 
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
+    def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
         nd = self.ndim
         perm = list(range(nd))
         a, b = _check_dim(dim0, nd), _check_dim(dim1, nd)
@@ -498,7 +499,7 @@ class Tensor:
         s = tuple(own[i - (len(s) - len(own))] if x == -1 else x for i, x in enumerate(s))
         return self.broadcast_to(s)
 
-    def broadcast_to(self, shape: tuple[int, ...]) -> Tensor:
+    def broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
         shape = _shape_arg((shape,))
         np.broadcast_shapes(self.shape, shape)  # raises ValueError when incompatible
         return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
@@ -510,7 +511,7 @@ class Tensor:
     def matmul(self, o: Any) -> Tensor:
         return self.__matmul__(o)
 
-    def index_select(self, dim: int, indices: Any) -> Tensor:
+    def index_select(self, dim: builtins.int, indices: Any) -> Tensor:
         from .functional import index_select
 
         if dim != 0:
@@ -529,12 +530,12 @@ class Tensor:
         self._value = self._ad.inner.inplace(name, self._value, ov)
         return self
 
-    def add_(self, other: Any, alpha: float = 1.0) -> Tensor:
+    def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
             other = other * alpha
         return self._inplace("add", other)
 
-    def sub_(self, other: Any, alpha: float = 1.0) -> Tensor:
+    def sub_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
             other = other * alpha
         return self._inplace("sub", other)
@@ -551,7 +552,7 @@ class Tensor:
     def zero_(self) -> Tensor:
         return self._inplace("mul", 0)
 
-    def fill_(self, value: float) -> Tensor:
+    def fill_(self, value: builtins.float) -> Tensor:
         return self._inplace("fill", value)
 
     # ------------------------------------------------------------- DLPack

@@ -48,7 +48,7 @@ class Autodiff:
         from ..tensor import Tensor
 
         prims = []
-        parents = []
+        parents: list[Any] = []
         track = False
         for a in args:
             if isinstance(a, Tensor):
