@@ -1,0 +1,91 @@
+"""Type stubs for rtx's compiled extension module ``rtx._kernels``.
+
+One section per included ``.pxi`` file; keep it in sync with what they export
+(``tests/test_wheel_contents.py`` compares this file with the built module).
+"""
+
+from typing import Any, Final, Literal, TypedDict
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import disjoint_base
+
+from rtx.tensor import Tensor
+
+# --------------------------------------------------------------- _openmp.pxi
+def openmp_enabled() -> bool: ...
+def omp_max_threads() -> int: ...
+def build_cflags() -> str: ...
+def parallel_thread_ids(n: int, num_threads: int) -> int: ...
+
+# -------------------------------------------------------------- _storage.pxi
+class _MemoryStats(TypedDict):
+    current_bytes: int
+    peak_bytes: int
+    allocations: int
+    frees: int
+    cache_hits: int
+    cached_bytes: int
+    cache_limit: int
+    system_allocations: int
+    system_frees: int
+    hugepage_hints: int
+
+def memory_stats() -> _MemoryStats: ...
+def reset_peak_memory_stats() -> None: ...
+def empty_cache() -> None: ...
+def set_cache_limit(nbytes: int) -> None: ...
+def get_cache_limit() -> int: ...
+
+@disjoint_base
+class Storage:
+    """One owned, aligned C allocation, exported as writable bytes (buffer protocol)."""
+
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def exports(self) -> int: ...
+    @property
+    def address(self) -> int: ...
+    def __new__(cls, nbytes: int, zero: bool = False) -> Storage: ...
+
+# ---------------------------------------------------------------- _index.pxi
+_Real = npt.NDArray[np.float32] | npt.NDArray[np.float64]
+_Index = npt.NDArray[np.int32] | npt.NDArray[np.int64]
+
+SCATTER_STRATEGIES: Final[dict[str, int]]
+
+def get_parallel_thresholds() -> dict[str, int]: ...
+def set_parallel_thresholds(
+    gather: int | None = None, scatter: int | None = None
+) -> dict[str, int]: ...
+def first_out_of_bounds(idx: _Index, n: int) -> int: ...
+def gather_rows(x: _Real, idx: _Index, out: _Real, num_threads: int) -> None: ...
+def scatter_add_rows(
+    src: _Real, idx: _Index, out: _Real, num_threads: int, strategy: int = 0
+) -> None: ...
+def copy_bandwidth_kernel(
+    src: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], num_threads: int
+) -> None: ...
+
+# --------------------------------------------------------------- _dlpack.pxi
+class _DLPackStats(TypedDict):
+    exported: int
+    deleted: int
+
+DLPACK_VERSION: Final[tuple[int, int]]
+DLPACK_CPU_DEVICE: Final[tuple[int, int]]
+
+def dlpack_stats() -> _DLPackStats: ...
+def dlpack_export(
+    arr: npt.NDArray[Any],
+    stream: Any = None,
+    max_version: tuple[int, int] | None = None,
+    dl_device: tuple[int, int] | None = None,
+    copy: bool | None = None,
+    copied: bool = False,
+) -> Any: ...
+def dlpack_capsule_state(capsule: object) -> Literal["unused", "used", "other"]: ...
+def from_dlpack(
+    obj: Any, *, device: str | None = None, copy: bool | None = None
+) -> Tensor: ...

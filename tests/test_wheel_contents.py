@@ -1,0 +1,106 @@
+"""What an installed rtx ships: stubs in sync with the extension, py.typed, metadata,
+and (for wheels) no build leftovers.
+
+The stub check runs everywhere (in the tree too).  The distribution checks run
+only against an *installed* rtx (``wheels/build.sh`` and cibuildwheel run the
+suite from outside the checkout); ``RTX_EXPECT_REPAIRED_WHEEL=1`` (set by
+``wheels/build.sh``) also requires the auditwheel-vendored OpenMP runtime.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import sysconfig
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import rtx
+from rtx import _kernels
+
+PKG = Path(rtx.__file__).resolve().parent
+SITE_DIRS = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"],
+                                         sysconfig.get_paths()["platlib"])}
+INSTALLED = PKG.parent in SITE_DIRS
+needs_installed = pytest.mark.skipif(not INSTALLED, reason="rtx is imported from a source tree")
+
+# Cython's module-level helpers: not API.
+STUBTEST_ALLOWLIST = ["rtx._kernels.__reduce_cython__", "rtx._kernels.__setstate_cython__",
+                      "rtx._kernels.__test__"]
+
+
+def test_typing_files_ship_with_the_package():
+    assert (PKG / "py.typed").is_file()
+    assert (PKG / "_kernels.pyi").is_file()
+
+
+def test_stubs_match_the_compiled_module(tmp_path):
+    """``rtx/_kernels.pyi`` names exactly what the extension exports, with the same
+    signatures (mypy's stubtest against the imported module)."""
+    pytest.importorskip("mypy.stubtest")
+    cfg = tmp_path / "mypy.ini"
+    cfg.write_text(
+        f"[mypy]\npython_version = 3.10\ncache_dir = {tmp_path / 'cache'}\n"
+        # numpy types buffers as collections.abc.Buffer only from Python 3.12
+        "[mypy-rtx.backend.cpu]\ndisable_error_code = call-overload\n"
+    )
+    allow = tmp_path / "allowlist.txt"
+    allow.write_text("\n".join(STUBTEST_ALLOWLIST) + "\n")
+    env = dict(os.environ, PYTHONPATH=str(PKG.parent), MYPYPATH=str(PKG.parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(cfg),
+         "--allowlist", str(allow), "rtx._kernels"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@needs_installed
+def test_installed_distribution_metadata():
+    meta = metadata.metadata("rtx")
+    assert meta["Name"] == "rtx"
+    assert meta["Version"] == rtx.__version__
+    assert meta.get("License-Expression") == "BSD-3-Clause"
+    assert "LICENSE" in (meta.get_all("License-File") or [])
+    classifiers = meta.get_all("Classifier") or []
+    assert "Typing :: Typed" in classifiers
+    assert any(c.startswith("Programming Language :: Python :: 3.1") for c in classifiers)
+    assert meta.get_all("Project-URL")
+    assert any(r.startswith("numpy") for r in metadata.requires("rtx") or [])
+
+
+@needs_installed
+def test_installed_files_have_no_build_leftovers():
+    files = [str(f) for f in metadata.files("rtx") or []]
+    rtx_files = [f for f in files if f.startswith("rtx/")]
+    assert any(f.startswith("rtx/_kernels.") and f.endswith((".so", ".pyd")) for f in rtx_files)
+    assert "rtx/py.typed" in rtx_files and "rtx/_kernels.pyi" in rtx_files
+    leftovers = [f for f in rtx_files if f.endswith((".c", ".o", ".obj", ".pyx", ".pxi", ".pxd"))]
+    assert leftovers == [], leftovers
+    assert not any(f.startswith(("build/", "tests/", "benchmarks/")) for f in files)
+    # every Python subpackage made it in
+    for sub in ("backend", "autograd", "datasets"):
+        assert f"rtx/{sub}/__init__.py" in rtx_files, sub
+
+
+@needs_installed
+@pytest.mark.skipif(os.environ.get("RTX_EXPECT_REPAIRED_WHEEL") != "1",
+                    reason="only for auditwheel-repaired wheels (wheels/build.sh)")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="auditwheel is Linux-only")
+def test_repaired_wheel_uses_its_vendored_openmp():
+    assert _kernels.openmp_enabled()
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                    ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+    addr = ctypes.cast(ctypes.CDLL(_kernels.__file__).omp_get_max_threads, ctypes.c_void_p)
+    info = DlInfo()
+    assert ctypes.CDLL(None).dladdr(addr, ctypes.byref(info)) != 0
+    lib = Path(os.path.realpath(info.dli_fname.decode()))
+    assert lib.parent == PKG.parent / "rtx.libs", lib
+    assert lib.name.startswith("libgomp")
