@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .autograd.grad_mode import is_grad_enabled
-from .autograd.graph import Node, run_backward
+from .autograd.graph import Node, OutputEdge, run_backward
 
 if TYPE_CHECKING:
     from .autograd.autodiff import Autodiff
@@ -111,7 +111,8 @@ class Tensor:
 
     @property
     def grad_fn(self) -> Node | None:
-        return self._node
+        node = self._node
+        return node.node if type(node) is OutputEdge else node  # multi-output Function
 
     # ------------------------------------------------------------ autograd
     @property
@@ -159,7 +160,7 @@ class Tensor:
                     f"backward(): grad has shape {gt.shape}, expected {self.shape}"
                 )
             g = gt._value if gt.dtype == self.dtype else B.cast(gt._value, self.dtype)
-        run_backward(self, g, retain_graph)
+        run_backward(self, g, retain_graph, grad is not None)  # a user grad is shared
 
     # ------------------------------------------------------------ host I/O
     def numpy(self) -> np.ndarray:

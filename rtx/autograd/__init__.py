@@ -1,13 +1,24 @@
-"""rtx.autograd: the tape (``Autodiff``), grad mode and differentiable ops."""
+"""rtx.autograd: the tape (``Autodiff``), grad mode, differentiable ops, custom
+``Function`` s, ``backward`` / ``grad``, and gradient checking."""
 
 from .autodiff import Autodiff
+from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .graph import Node
+from .gradcheck import GradcheckError, check_adjoint, gradcheck
+from .graph import Node, OutputEdge, backward, grad
 
 __all__ = [
     "Autodiff",
+    "Function",
+    "FunctionCtx",
+    "GradcheckError",
     "Node",
+    "OutputEdge",
+    "backward",
+    "check_adjoint",
     "enable_grad",
+    "grad",
+    "gradcheck",
     "is_grad_enabled",
     "no_grad",
     "set_grad_enabled",

@@ -3,8 +3,9 @@
 It exposes the inner backend's op names over ``rtx.Tensor`` s.  Each call
 unwraps the tensors to inner primitives, runs the op's forward on the inner
 backend and, when grad mode is on and an input requires grad, records one
-``Node``.  Otherwise it takes the untracked path: the forward runs with a
-context that stores nothing.
+``Node`` whose ``ctx`` holds what the backward rule needs (primitives, shapes,
+attributes) and ``needs_input_grad``.  Otherwise it takes the untracked path:
+the forward runs with a context that stores nothing and no node is made.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 from .grad_mode import _state
 from .graph import Node
 from .ops import OPS, Op
+
+Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
 
 
 class _Sink:
@@ -29,9 +32,17 @@ _SINK = _Sink()
 
 
 class _Ctx:
-    """A tracked op's saved state."""
+    """A tracked op's saved state (attributes set by the op's forward)."""
 
-    __dict__: dict[str, Any]
+    needs_input_grad: tuple[bool, ...]
+
+
+def _bind_tensor() -> Any:
+    global Tensor
+    from ..tensor import Tensor as T
+
+    Tensor = T
+    return T
 
 
 class Autodiff:
@@ -44,34 +55,53 @@ class Autodiff:
     def __repr__(self) -> str:
         return f"<Autodiff over {self.inner!r}>"
 
-    def apply(self, op: type[Op], *args: Any, **attrs: Any) -> Any:
-        from ..tensor import Tensor
+    def _mismatch(self, op: type[Op], a: Any) -> TypeError:
+        return TypeError(
+            f"{op.name}: tensors live on different backends ({a._ad.name} vs {self.name})"
+        )
 
+    def apply(self, op: type[Op], *args: Any, **attrs: Any) -> Any:
+        T = Tensor or _bind_tensor()
         prims = []
-        parents: list[Any] = []
         track = False
         for a in args:
-            if isinstance(a, Tensor):
+            if isinstance(a, T):
                 if a._ad is not self:
-                    raise TypeError(
-                        f"{op.name}: tensors live on different backends "
-                        f"({a._ad.name} vs {self.name})"
-                    )
+                    raise self._mismatch(op, a)
                 prims.append(a._value)
-                if a.requires_grad:
+                if a._rg:
                     track = True
-                    parents.append(a if a._node is None else a._node)
-                else:
-                    parents.append(None)
             else:
                 prims.append(a)
-                parents.append(None)
         if track and getattr(_state, "enabled", True) and op.differentiable:
+            needs = []
+            parents = []
+            for a in args:
+                if isinstance(a, T) and a._rg:
+                    needs.append(True)
+                    node = a._node
+                    parents.append(a if node is None else node)
+                else:
+                    needs.append(False)
+                    parents.append(None)
             ctx = _Ctx()
+            ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            return Tensor._make(out, self, True, Node(op, ctx, tuple(parents)))
+            t = T.__new__(T)
+            t._value = out
+            t._ad = self
+            t._rg = True
+            t._node = Node(op, ctx, tuple(parents))
+            t.grad = None
+            return t
         out = op.forward(_SINK, self.inner, *prims, **attrs)
-        return Tensor._make(out, self)
+        t = T.__new__(T)
+        t._value = out
+        t._ad = self
+        t._rg = False
+        t._node = None
+        t.grad = None
+        return t
 
 
 def _make_method(op: type[Op]) -> Any:

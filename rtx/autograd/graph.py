@@ -1,18 +1,28 @@
 """The tape: one ``Node`` per recorded op, and the backward walk.
 
-A non-leaf tensor points to the ``Node`` that made it; a node points to its
-inputs' nodes, or to the leaf tensors themselves (where gradients
-accumulate).  Nothing points back from a node to its output, so there are no
+A non-leaf tensor points to the ``Node`` that made it (or, for one output of a
+multi-output ``Function``, to an ``OutputEdge`` naming the node and the output
+index).  A node points to its inputs' nodes, or to the leaf tensors themselves
+(where gradients accumulate).  Nothing points back from a node to its outputs
+and saved state holds backend primitives, never ``Tensor`` s, so there are no
 reference cycles: dropping the output tensor frees the graph.
 
-``backward`` orders the graph iteratively (no recursion limit), runs each
-node's rule once all its consumers have contributed (fan-out gradients are
-*summed*), frees each intermediate gradient as soon as it is consumed, and
-releases the graph unless ``retain_graph=True``.
+The engine orders the graph iteratively (no recursion limit), runs each node's
+rule once all its consumers have contributed (fan-out gradients are *summed*),
+frees each intermediate gradient as soon as it is consumed, and releases the
+graph (saved state) unless ``retain_graph=True``.
+
+Gradient buffers handed to leaves never alias each other or a user's buffer:
+a rule that may pass its incoming gradient through (``Op.fresh_grads`` False,
+e.g. ``add`` giving the same buffer to both inputs, or ``reshape`` returning a
+view) marks what it returns as possibly shared, and a possibly-shared buffer is
+copied before it becomes a leaf's ``.grad``.  So an in-place update of one
+``.grad`` (``zero_()``, gradient clipping) never changes another.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,83 +37,322 @@ class Node:
     def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...]) -> None:
         self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
         self.ctx = ctx          # saved state (None once released)
-        self.parents = parents  # per input: Node, leaf Tensor, or None (no grad)
+        self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
         self.released = False
 
     def name(self) -> str:
         return getattr(self.op, "name", type(self.op).__name__)
 
+    @property
+    def next_functions(self) -> tuple[Any, ...]:
+        """The inputs' nodes / leaf tensors (``None`` for inputs needing no grad)."""
+        return self.parents
+
     def __repr__(self) -> str:
         return f"<{self.name()}Backward>"
 
 
-def _topo_order(root: Node) -> list[Node]:
-    """Nodes reachable from ``root``, inputs before consumers (iterative DFS)."""
+class OutputEdge:
+    """Output ``index`` of a multi-output ``node`` (what such an output's ``_node`` is)."""
+
+    __slots__ = ("node", "index", "n", "__weakref__")
+
+    def __init__(self, node: Node, index: int, n: int) -> None:
+        self.node = node
+        self.index = index
+        self.n = n
+
+    def name(self) -> str:
+        return self.node.name()
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}Backward output {self.index}>"
+
+
+def _topo_order(roots: Sequence[Any]) -> list[Node]:
+    """Nodes reachable from ``roots``, inputs before consumers (iterative DFS)."""
     order: list[Node] = []
-    visited = {id(root)}
-    stack: list[tuple[Node, int]] = [(root, 0)]
-    while stack:
-        node, i = stack.pop()
-        parents = node.parents
-        while i < len(parents):
-            p = parents[i]
-            i += 1
-            if type(p) is Node and id(p) not in visited:
-                visited.add(id(p))
-                stack.append((node, i))
-                stack.append((p, 0))
-                break
-        else:
-            order.append(node)
+    visited: set[int] = set()
+    for root in roots:
+        if type(root) is OutputEdge:
+            root = root.node
+        if type(root) is not Node or id(root) in visited:
+            continue
+        visited.add(id(root))
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            parents = node.parents
+            n = len(parents)
+            while i < n:
+                p = parents[i]
+                i += 1
+                tp = type(p)
+                if tp is OutputEdge:
+                    p = p.node
+                    tp = Node
+                if tp is Node and id(p) not in visited:
+                    visited.add(id(p))
+                    stack.append((node, i))
+                    stack.append((p, 0))
+                    break
+            else:
+                order.append(node)
     return order
 
 
-def run_backward(root: Tensor, grad: Any, retain_graph: bool) -> None:
-    """Accumulate d(root)/d(leaf) . grad into every reachable leaf's ``.grad``."""
+def _released_error(n: Node) -> RuntimeError:
+    return RuntimeError(
+        f"Trying to backward through the graph a second time ({n.name()}Backward's saved "
+        "state was freed by the first backward()). Pass retain_graph=True to the first "
+        "backward() (or grad()) if you need to go through the graph again."
+    )
+
+
+def _engine(
+    B: Any,
+    roots: list[tuple[Any, Any, bool]],
+    retain_graph: bool,
+    capture: dict[int, Any] | None = None,
+) -> dict[int, list[Any]]:
+    """Run backward from ``roots`` = [(node | edge | leaf tensor, grad prim, shared)].
+
+    Without ``capture``: returns ``{id(leaf): [leaf, grad, shared]}`` for every
+    reached leaf.  With ``capture`` (``{id(node or leaf): index or None}``): the
+    gradients of those targets are stored as ``capture_out[id] = grad`` in the
+    returned dict under the same keys, and leaves are not collected.
+    """
     from ..tensor import Tensor
 
-    B = root._ad.inner
-    node = root._node
+    grads: dict[int, Any] = {}
+    shared: set[int] = set()
     leaf_grads: dict[int, list[Any]] = {}
-    if node is None:  # backward on a leaf
-        leaf_grads[id(root)] = [root, grad]
-    else:
-        grads: dict[int, Any] = {id(node): grad}
-        for n in reversed(_topo_order(node)):
-            g = grads.pop(id(n), None)
-            if g is None:
-                continue
-            if n.released:
-                raise RuntimeError(
-                    f"Trying to backward through the graph a second time ({n.name()} was "
-                    "released after the first backward). Pass retain_graph=True to the "
-                    "first backward() if you need to call it again."
-                )
-            in_grads = n.op.backward(n.ctx, B, g)
-            del g
-            for parent, ig in zip(n.parents, in_grads):
-                if parent is None or ig is None:
-                    continue
-                if type(parent) is Node:
-                    key = id(parent)
-                    prev = grads.get(key)
-                    grads[key] = ig if prev is None else B.add(prev, ig)
-                else:  # a leaf tensor
-                    entry = leaf_grads.get(id(parent))
-                    if entry is None:
-                        leaf_grads[id(parent)] = [parent, ig]
-                    else:
-                        entry[1] = B.add(entry[1], ig)
-            if not retain_graph:
-                n.ctx = None
-                n.released = True
-    for leaf, g in leaf_grads.values():
-        gshape = tuple(B.shape(g))
-        if gshape != leaf.shape:
-            raise RuntimeError(
-                f"internal error: gradient of shape {gshape} for a leaf of shape {leaf.shape}"
-            )
-        if leaf.grad is None:
-            leaf.grad = Tensor._make(g, leaf._ad)
+    captured: dict[int, list[Any]] = {}
+    add = B.add
+
+    def deliver(parent: Any, ig: Any, sh: bool) -> None:
+        tp = type(parent)
+        if tp is Node:
+            k = id(parent)
+            prev = grads.get(k)
+            if prev is None:
+                grads[k] = ig
+                if sh:
+                    shared.add(k)
+            else:
+                grads[k] = add(prev, ig)
+                shared.discard(k)
+        elif tp is OutputEdge:
+            k = id(parent.node)
+            slot = grads.get(k)
+            if slot is None:
+                slot = grads[k] = [None] * parent.n
+            prev = slot[parent.index]
+            if prev is None:
+                slot[parent.index] = ig
+                if sh:
+                    shared.add(k)  # conservative: any shared output marks the node
+            else:
+                slot[parent.index] = add(prev, ig)
+        else:  # a leaf tensor
+            entry = leaf_grads.get(id(parent))
+            if entry is None:
+                leaf_grads[id(parent)] = [parent, ig, sh]
+            else:
+                entry[1] = add(entry[1], ig)
+                entry[2] = False
+
+    for target, g, sh in roots:
+        deliver(target, g, sh)
+
+    order = _topo_order([r[0] for r in roots if not isinstance(r[0], Tensor)])
+    for n in reversed(order):
+        key = id(n)
+        g = grads.pop(key, None)
+        if g is None:
+            continue
+        if n.released:
+            raise _released_error(n)
+        if capture is not None and key in capture:
+            captured[key] = [list(g) if type(g) is list else g, key in shared]
+        op = n.op
+        g_shared = key in shared
+        if g_shared:
+            shared.discard(key)
+        in_grads = op.backward(n.ctx, B, g)
+        del g
+        if op.fresh_grads:
+            sh = False
         else:
+            sh = g_shared or sum(1 for ig in in_grads if ig is not None) > 1
+        for parent, ig in zip(n.parents, in_grads, strict=False):
+            if parent is not None and ig is not None:
+                deliver(parent, ig, sh)
+        del in_grads
+        if not retain_graph:
+            n.ctx = None
+            n.released = True
+    if capture is not None:
+        for k, entry in leaf_grads.items():
+            if k in capture:
+                captured[k] = [entry[1], entry[2]]
+        return captured
+    return leaf_grads
+
+
+def _root_target(t: Tensor) -> Any:
+    return t if t._node is None else t._node
+
+
+def _leaf_value(B: Any, leaf: Tensor, g: Any, sh: bool) -> Any:
+    """``g`` checked against ``leaf`` and made safe to store as its ``.grad``."""
+    gshape = tuple(B.shape(g))
+    if gshape != leaf.shape:
+        raise RuntimeError(
+            f"internal error: gradient of shape {gshape} for a leaf of shape {leaf.shape}"
+        )
+    if B.dtype(g) != B.dtype(leaf._value):
+        return B.cast(g, B.dtype(leaf._value))
+    return B.copy(g) if sh else g
+
+
+def run_backward(root: Tensor, grad: Any, retain_graph: bool, shared: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) . grad into every reachable leaf's ``.grad``.
+
+    ``grad`` is a primitive of root's backend; ``shared`` says whether someone
+    else holds it (a user-supplied gradient), so it must not become a ``.grad``.
+    """
+    _accumulate(root._ad, _engine(root._ad.inner, [(_root_target(root), grad, shared)],
+                                  retain_graph))
+
+
+def _accumulate(ad: Any, leaf_grads: dict[int, list[Any]]) -> None:
+    from ..tensor import Tensor
+
+    B = ad.inner
+    for leaf, g, sh in leaf_grads.values():
+        if leaf.grad is None:
+            leaf.grad = Tensor._make(_leaf_value(B, leaf, g, sh), leaf._ad)
+        else:
+            g = _leaf_value(B, leaf, g, False)
             leaf.grad = Tensor._make(B.add(leaf.grad._value, g), leaf._ad)
+
+
+def _as_list(x: Any) -> list[Any]:
+    from ..tensor import Tensor
+
+    if x is None:
+        return []
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def _root_grads(outputs: list[Tensor], grad_outputs: Any, fn: str) -> list[tuple[Any, Any, bool]]:
+    from ..tensor import Tensor, _as_tensor
+
+    gos = [None] * len(outputs) if grad_outputs is None else _as_list(grad_outputs)
+    if len(gos) != len(outputs):
+        raise ValueError(
+            f"{fn}: got {len(gos)} gradients for {len(outputs)} outputs"
+        )
+    roots = []
+    for i, (t, go) in enumerate(zip(outputs, gos, strict=True)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: outputs[{i}] is a {type(t).__name__}, not an rtx.Tensor")
+        if not t._rg:
+            raise RuntimeError(
+                f"{fn}: element {i} of the outputs does not require grad and has no grad_fn"
+            )
+        B = t._ad.inner
+        if go is None:
+            if t.numel() != 1:
+                raise RuntimeError(
+                    f"{fn}: grad can be implicitly created only for scalar outputs, "
+                    f"output {i} has shape {t.shape}; pass the gradient explicitly"
+                )
+            roots.append((_root_target(t), B.full(t.shape, 1, t.dtype), False))
+            continue
+        gt = go if isinstance(go, Tensor) else _as_tensor(go, t._ad, t.dtype)
+        if gt._ad is not t._ad:
+            raise TypeError(f"{fn}: gradient {i} lives on a different backend than its output")
+        if gt.shape != t.shape:
+            raise ValueError(f"{fn}: gradient {i} has shape {gt.shape}, expected {t.shape}")
+        g = gt._value if gt.dtype == t.dtype else B.cast(gt._value, t.dtype)
+        roots.append((_root_target(t), g, True))
+    return roots
+
+
+def _single_ad(ts: list[Tensor], fn: str) -> Any:
+    ads = {id(t._ad): t._ad for t in ts}
+    if len(ads) != 1:
+        raise TypeError(f"{fn}: tensors live on different backends")
+    return next(iter(ads.values()))
+
+
+def backward(
+    tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None
+) -> None:
+    """Accumulate the gradients of ``tensors`` into the leaves' ``.grad`` (like
+    ``torch.autograd.backward``).  ``grad_tensors``: one gradient per tensor
+    (``None`` allowed for one-element tensors)."""
+    outs = _as_list(tensors)
+    if not outs:
+        raise ValueError("backward: no tensors given")
+    roots = _root_grads(outs, grad_tensors, "backward")
+    ad = _single_ad(outs, "backward")
+    _accumulate(ad, _engine(ad.inner, roots, bool(retain_graph)))
+
+
+def grad(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    allow_unused: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` with respect to ``inputs`` (like
+    ``torch.autograd.grad``), returned instead of accumulated: no ``.grad``
+    is touched.  An input the outputs do not depend on raises unless
+    ``allow_unused=True`` (then its entry is ``None``)."""
+    from ..tensor import Tensor
+
+    outs = _as_list(outputs)
+    ins = _as_list(inputs)
+    if not outs or not ins:
+        raise ValueError("grad: outputs and inputs must be non-empty")
+    for i, t in enumerate(ins):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs[{i}] is a {type(t).__name__}, not an rtx.Tensor")
+        if not t._rg:
+            raise RuntimeError(f"grad: inputs[{i}] does not require grad")
+    roots = _root_grads(outs, grad_outputs, "grad")
+    ad = _single_ad(outs + ins, "grad")
+    B = ad.inner
+    capture: dict[int, Any] = {}
+    keys = []
+    for t in ins:
+        tgt = _root_target(t)
+        if type(tgt) is OutputEdge:
+            k, idx = id(tgt.node), tgt.index
+        else:
+            k, idx = id(tgt), None
+        capture[k] = idx
+        keys.append((k, idx))
+    got = _engine(B, roots, bool(retain_graph), capture)
+    res: list[Tensor | None] = []
+    for i, (t, (k, idx)) in enumerate(zip(ins, keys, strict=True)):
+        entry = got.get(k)
+        g = None
+        if entry is not None:
+            g = entry[0] if idx is None else entry[0][idx]
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"grad: inputs[{i}] was not used in the graph of the outputs; "
+                    "pass allow_unused=True to get None for it"
+                )
+            res.append(None)
+            continue
+        res.append(Tensor._make(_leaf_value(B, t, g, True), ad))
+    return tuple(res)

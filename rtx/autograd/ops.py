@@ -1,10 +1,18 @@
 """Differentiable ops: each forward sits next to its backward rule.
 
 ``forward(ctx, B, *inputs, **attrs)`` computes on the inner backend ``B``'s
-primitives and may save state on ``ctx``; ``backward(ctx, B, g)`` returns one
-gradient (or ``None``) per positional input.  On the untracked path ``ctx`` is
-a sink that stores nothing.  Gradients are reduced back to each input's shape
-(``unbroadcast``) explicitly, never left to luck.
+primitives and may save state on ``ctx`` (primitives, shapes and attributes,
+never ``Tensor`` s); ``backward(ctx, B, g)`` returns one gradient (or ``None``)
+per positional input.  ``ctx.needs_input_grad[i]`` says whether input ``i``
+needs a gradient, so a rule computes only what is used.  On the untracked path
+``ctx`` is a sink that stores nothing: a forward must never read back what it
+saved (write ``out = ctx.out = ...; return out``).
+
+Gradients are reduced back to each input's shape (``unbroadcast``) explicitly,
+never left to luck.  ``fresh_grads = True`` declares that a rule returns only
+newly computed buffers (no alias of ``g`` or of each other); rules that pass
+``g`` (or a view of it) through keep the default ``False`` and the engine
+copies such a buffer before it becomes a leaf's ``.grad``.
 """
 
 from __future__ import annotations
@@ -16,9 +24,11 @@ import numpy as np
 
 OPS: dict[str, type[Op]] = {}
 
+_SCALARS = (int, float, bool, np.generic)
+
 
 def _is_prim(x: Any) -> bool:
-    return not isinstance(x, (int, float, bool, np.generic))
+    return not isinstance(x, _SCALARS)
 
 
 def unbroadcast(B: Any, g: Any, shape: tuple[int, ...]) -> Any:
@@ -39,11 +49,16 @@ def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
     return tuple(B.shape(x)) if _is_prim(x) else None
 
 
+def _zeros_like(B: Any, g: Any) -> Any:
+    return B.zeros(tuple(B.shape(g)), B.dtype(g))
+
+
 class Op:
     """Base of every recorded op.  ``name`` is the registry key."""
 
     name = "op"
     differentiable = True
+    fresh_grads = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -70,9 +85,10 @@ class Add(Op):
 
     @staticmethod
     def backward(ctx, B, g):
+        na, nb = ctx.needs_input_grad
         return (
-            unbroadcast(B, g, ctx.sa) if ctx.sa is not None else None,
-            unbroadcast(B, g, ctx.sb) if ctx.sb is not None else None,
+            unbroadcast(B, g, ctx.sa) if na else None,
+            unbroadcast(B, g, ctx.sb) if nb else None,
         )
 
 
@@ -86,14 +102,16 @@ class Sub(Op):
 
     @staticmethod
     def backward(ctx, B, g):
+        na, nb = ctx.needs_input_grad
         return (
-            unbroadcast(B, g, ctx.sa) if ctx.sa is not None else None,
-            unbroadcast(B, B.neg(g), ctx.sb) if ctx.sb is not None else None,
+            unbroadcast(B, g, ctx.sa) if na else None,
+            unbroadcast(B, B.neg(g), ctx.sb) if nb else None,
         )
 
 
 class Mul(Op):
     name = "mul"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -103,34 +121,36 @@ class Mul(Op):
     @staticmethod
     def backward(ctx, B, g):
         a, b = ctx.a, ctx.b
+        na, nb = ctx.needs_input_grad
         return (
-            unbroadcast(B, B.mul(g, b), tuple(B.shape(a))) if _is_prim(a) else None,
-            unbroadcast(B, B.mul(g, a), tuple(B.shape(b))) if _is_prim(b) else None,
+            unbroadcast(B, B.mul(g, b), tuple(B.shape(a))) if na else None,
+            unbroadcast(B, B.mul(g, a), tuple(B.shape(b))) if nb else None,
         )
 
 
 class Div(Op):
     name = "div"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, b):
-        ctx.a, ctx.b = a, b
-        return B.div(a, b)
+        out = B.div(a, b)
+        ctx.sa, ctx.b, ctx.out = _shape(B, a), b, out
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
-        a, b = ctx.a, ctx.b
-        ga = gb = None
-        if _is_prim(a):
-            ga = unbroadcast(B, B.div(g, b), tuple(B.shape(a)))
-        if _is_prim(b):
-            # d(a/b)/db = -a / b^2
-            gb = unbroadcast(B, B.neg(B.div(B.mul(g, a), B.mul(b, b))), tuple(B.shape(b)))
+        na, nb = ctx.needs_input_grad
+        q = B.div(g, ctx.b)
+        # d(a/b)/db = -a / b^2 = -(a/b) / b
+        gb = unbroadcast(B, B.neg(B.mul(q, ctx.out)), tuple(B.shape(ctx.b))) if nb else None
+        ga = unbroadcast(B, q, ctx.sa) if na else None
         return ga, gb
 
 
 class Pow(Op):
     name = "pow"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -141,22 +161,29 @@ class Pow(Op):
     @staticmethod
     def backward(ctx, B, g):
         a, b, out = ctx.a, ctx.b, ctx.out
+        na, nb = ctx.needs_input_grad
         ga = gb = None
-        if _is_prim(a):
+        if na:
             if _is_prim(b):
                 da = B.mul(b, B.pow(a, B.sub(b, 1)))
+            elif b == 0:
+                da = _zeros_like(B, a)
             else:
-                da = B.mul(B.pow(a, b - 1), b) if b != 0 else B.mul(a, 0)
+                da = B.mul(B.pow(a, b - 1), b)
             ga = unbroadcast(B, B.mul(g, da), tuple(B.shape(a)))
-        if _is_prim(b):
+        if nb:
             # d(a^b)/db = a^b log a, taken as 0 where a == 0 (PyTorch's convention)
-            loga = B.log(B.where(B.eq(a, 0), 1, a)) if _is_prim(a) else math.log(a)
+            if _is_prim(a):
+                loga = B.log(B.where(B.eq(a, 0), 1, a))
+            else:
+                loga = math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
             gb = unbroadcast(B, B.mul(g, B.mul(out, loga)), tuple(B.shape(b)))
         return ga, gb
 
 
 class Maximum(Op):
     name = "maximum"
+    fresh_grads = True
     _pick = "gt"
 
     @classmethod
@@ -168,16 +195,16 @@ class Maximum(Op):
     def backward(cls, ctx, B, g):
         # Ties split the gradient equally (PyTorch's rule for maximum/minimum).
         a, b = ctx.a, ctx.b
+        na, nb = ctx.needs_input_grad
         win = getattr(B, cls._pick)(a, b)
         tie = B.eq(a, b)
         half = B.mul(g, 0.5)
-        zero = B.mul(g, 0)
-        ga = B.where(win, g, B.where(tie, half, zero))
-        gb = B.where(win, zero, B.where(tie, half, g))
-        return (
-            unbroadcast(B, ga, tuple(B.shape(a))) if _is_prim(a) else None,
-            unbroadcast(B, gb, tuple(B.shape(b))) if _is_prim(b) else None,
-        )
+        ga = gb = None
+        if na:
+            ga = unbroadcast(B, B.where(win, g, B.where(tie, half, 0)), tuple(B.shape(a)))
+        if nb:
+            gb = unbroadcast(B, B.where(win, 0, B.where(tie, half, g)), tuple(B.shape(b)))
+        return ga, gb
 
 
 class Minimum(Maximum):
@@ -188,6 +215,7 @@ class Minimum(Maximum):
 # -------------------------------------------------------------------- unary
 class Neg(Op):
     name = "neg"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
@@ -200,11 +228,12 @@ class Neg(Op):
 
 class Exp(Op):
     name = "exp"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.out = B.exp(a)
-        return ctx.out
+        out = ctx.out = B.exp(a)
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
@@ -213,6 +242,7 @@ class Exp(Op):
 
 class Log(Op):
     name = "log"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
@@ -226,19 +256,21 @@ class Log(Op):
 
 class Sqrt(Op):
     name = "sqrt"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.out = B.sqrt(a)
-        return ctx.out
+        out = ctx.out = B.sqrt(a)
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.div(g, B.mul(ctx.out, 2)),)
+        return (B.div(B.mul(g, 0.5), ctx.out),)
 
 
 class Abs(Op):
     name = "abs"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
@@ -253,32 +285,34 @@ class Abs(Op):
 
 class Sign(Op):
     name = "sign"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.a = a
         return B.sign(a)
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.mul(g, 0),)
+        return (_zeros_like(B, g),)
 
 
 class Relu(Op):
     name = "relu"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.a = a
-        return B.relu(a)
+        out = ctx.out = B.relu(a)
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.mul(g, B.cast(B.gt(ctx.a, 0), B.dtype(g))),)
+        return (B.where(B.gt(ctx.out, 0), g, 0),)
 
 
 class LeakyRelu(Op):
     name = "leaky_relu"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, negative_slope=0.01):
@@ -292,6 +326,7 @@ class LeakyRelu(Op):
 
 class Elu(Op):
     name = "elu"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, alpha=1.0):
@@ -307,25 +342,27 @@ class Elu(Op):
 
 class Sigmoid(Op):
     name = "sigmoid"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.out = B.sigmoid(a)
-        return ctx.out
+        out = ctx.out = B.sigmoid(a)
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
         s = ctx.out
-        return (B.mul(g, B.mul(s, B.sub(1, s))),)
+        return (B.mul(B.mul(g, s), B.sub(1, s)),)
 
 
 class Tanh(Op):
     name = "tanh"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a):
-        ctx.out = B.tanh(a)
-        return ctx.out
+        out = ctx.out = B.tanh(a)
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
@@ -335,11 +372,13 @@ class Tanh(Op):
 
 class Softmax(Op):
     name = "softmax"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, dim):
-        ctx.out, ctx.dim = B.softmax(a, dim), dim
-        return ctx.out
+        out = ctx.out = B.softmax(a, dim)
+        ctx.dim = dim
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
@@ -352,11 +391,13 @@ class Softmax(Op):
 
 class LogSoftmax(Op):
     name = "log_softmax"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, dim):
-        ctx.out, ctx.dim = B.log_softmax(a, dim), dim
-        return ctx.out
+        out = ctx.out = B.log_softmax(a, dim)
+        ctx.dim = dim
+        return out
 
     @staticmethod
     def backward(ctx, B, g):
@@ -367,7 +408,10 @@ class LogSoftmax(Op):
 
 
 class Where(Op):
+    """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
+
     name = "where"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, cond, a, b):
@@ -376,11 +420,12 @@ class Where(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        zero = B.mul(g, 0)
+        _, na, nb = ctx.needs_input_grad
+        cond = ctx.cond
         return (
             None,
-            unbroadcast(B, B.where(ctx.cond, g, zero), ctx.sa) if ctx.sa is not None else None,
-            unbroadcast(B, B.where(ctx.cond, zero, g), ctx.sb) if ctx.sb is not None else None,
+            unbroadcast(B, B.where(cond, g, 0), ctx.sa) if na else None,
+            unbroadcast(B, B.where(cond, 0, g), ctx.sb) if nb else None,
         )
 
 
@@ -412,13 +457,18 @@ class Copy(Op):
 
 
 # --------------------------------------------------------------- reductions
+def _keepdim_shape(shape: tuple[int, ...], dim: Any) -> tuple[int, ...]:
+    """``shape`` with the reduced dims kept as size 1."""
+    nd = len(shape)
+    dims = range(nd) if dim is None else (dim,) if isinstance(dim, int) else dim
+    dims = {d % max(nd, 1) for d in dims}
+    return tuple(1 if i in dims else s for i, s in enumerate(shape))
+
+
 def _expand_back(B: Any, g: Any, shape: tuple[int, ...], dim: Any, keepdim: bool) -> Any:
     """Broadcast a reduced gradient back to the input's ``shape``."""
     if not keepdim:
-        nd = len(shape)
-        dims = range(nd) if dim is None else (dim,) if isinstance(dim, int) else dim
-        dims = {d % max(nd, 1) for d in dims}
-        g = B.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(shape)))
+        g = B.reshape(g, _keepdim_shape(shape, dim))
     return B.broadcast_to(g, shape)
 
 
@@ -437,6 +487,7 @@ class Sum(Op):
 
 class Mean(Op):
     name = "mean"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):
@@ -455,7 +506,11 @@ class Mean(Op):
 
 
 class Max(Op):
+    """``amax`` / ``max``: the gradient is shared equally by the elements that
+    attain the extremum (PyTorch's rule for ``amax`` and full ``max()``)."""
+
     name = "max"
+    fresh_grads = True
     _reduce = "max"
 
     @classmethod
@@ -466,13 +521,13 @@ class Max(Op):
 
     @classmethod
     def backward(cls, ctx, B, g):
-        # The gradient is shared equally by the elements that attain the extremum.
         shape = tuple(B.shape(ctx.a))
-        m = _expand_back(B, ctx.out, shape, ctx.dim, ctx.keepdim)
+        kshape = _keepdim_shape(shape, ctx.dim)
+        m = B.broadcast_to(B.reshape(ctx.out, kshape), shape)
         hit = B.cast(B.eq(ctx.a, m), B.dtype(g))
-        count = B.broadcast_to(B.sum(hit, ctx.dim, keepdim=True), shape)
-        gfull = _expand_back(B, g, shape, ctx.dim, ctx.keepdim)
-        return (B.mul(hit, B.div(gfull, count)),)
+        count = B.sum(hit, ctx.dim, keepdim=True)
+        share = B.broadcast_to(B.div(B.reshape(g, kshape), count), shape)
+        return (B.mul(hit, share),)
 
 
 class Min(Max):
@@ -485,6 +540,7 @@ class MatMul(Op):
     """matmul of operands with >= 2 dims (batch dims broadcast)."""
 
     name = "matmul"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -494,11 +550,18 @@ class MatMul(Op):
     @staticmethod
     def backward(ctx, B, g):
         a, b = ctx.a, ctx.b
-        sa, sb = tuple(B.shape(a)), tuple(B.shape(b))
-        ta = tuple(range(len(sa) - 2)) + (len(sa) - 1, len(sa) - 2)
-        tb = tuple(range(len(sb) - 2)) + (len(sb) - 1, len(sb) - 2)
-        ga = unbroadcast(B, B.matmul(g, B.permute(b, tb)), sa)
-        gb = unbroadcast(B, B.matmul(B.permute(a, ta), g), sb)
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            sb = tuple(B.shape(b))
+            nd = len(sb)
+            tb = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+            ga = unbroadcast(B, B.matmul(g, B.permute(b, tb)), tuple(B.shape(a)))
+        if nb:
+            sa = tuple(B.shape(a))
+            nd = len(sa)
+            ta = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+            gb = unbroadcast(B, B.matmul(B.permute(a, ta), g), tuple(B.shape(b)))
         return ga, gb
 
 
@@ -546,7 +609,10 @@ class BroadcastTo(Op):
 
 
 class GetItem(Op):
+    """Basic and advanced indexing; repeated indices accumulate in the backward."""
+
     name = "getitem"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, key):
@@ -565,18 +631,20 @@ class Concat(Op):
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
-        nd = len(B.shape(xs[0]))
-        ctx.dim = dim % nd
-        ctx.sizes = [B.shape(x)[ctx.dim] for x in xs]
-        return B.concat(xs, ctx.dim)
+        d = dim % len(B.shape(xs[0]))
+        ctx.dim, ctx.sizes = d, [B.shape(x)[d] for x in xs]
+        return B.concat(xs, d)
 
     @staticmethod
     def backward(ctx, B, g):
-        nd = len(B.shape(g))
         out, start = [], 0
-        for n in ctx.sizes:
-            key = (slice(None),) * ctx.dim + (slice(start, start + n),) + (Ellipsis,)
-            out.append(B.getitem(g, key) if nd else g)
+        needs = ctx.needs_input_grad
+        for i, n in enumerate(ctx.sizes):
+            if needs[i]:
+                key = (slice(None),) * ctx.dim + (slice(start, start + n),)
+                out.append(B.getitem(g, key))
+            else:
+                out.append(None)
             start += n
         return tuple(out)
 
@@ -586,15 +654,15 @@ class Stack(Op):
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
-        nd = len(B.shape(xs[0])) + 1
-        ctx.dim, ctx.n = dim % nd, len(xs)
-        return B.stack(xs, ctx.dim)
+        d = dim % (len(B.shape(xs[0])) + 1)
+        ctx.dim, ctx.n = d, len(xs)
+        return B.stack(xs, d)
 
     @staticmethod
     def backward(ctx, B, g):
-        return tuple(
-            B.getitem(g, (slice(None),) * ctx.dim + (i,)) for i in range(ctx.n)
-        )
+        needs = ctx.needs_input_grad
+        pre = (slice(None),) * ctx.dim
+        return tuple(B.getitem(g, pre + (i,)) if needs[i] else None for i in range(ctx.n))
 
 
 # -------------------------------------------------------------------- index
@@ -602,6 +670,7 @@ class IndexSelect(Op):
     """Row gather; its backward is ``index_add`` (the adjoint)."""
 
     name = "index_select"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, x, indices):
@@ -611,13 +680,14 @@ class IndexSelect(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.index_add(g, ctx.indices, ctx.n),)
+        return (B.index_add(g, ctx.indices, ctx.n), None)
 
 
 class IndexAdd(Op):
     """Row scatter-add; its backward is ``index_select`` (the adjoint)."""
 
     name = "index_add"
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, src, indices, num_rows):
@@ -627,4 +697,4 @@ class IndexAdd(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.index_select(g, ctx.indices),)
+        return (B.index_select(g, ctx.indices), None, None)
