@@ -3,14 +3,26 @@
 # boundary (rtx/backend/cpu.py): 2-D ``(rows, F)`` data, 1-D indices already
 # bounds-checked.  One source serves float32/float64 x int32/int64.
 #
-# Determinism of scatter-add: every destination row is reduced by exactly one
-# thread, adding its source rows in increasing source position, starting from
-# +0.0.  The serial path adds in the same order, so the bits do not depend on
-# the thread count, and no thread ever races on ``+=`` (no atomics either).
+# Determinism of scatter-add: every output element is written by exactly one
+# thread, which zero-fills it and then adds its source rows in increasing
+# source position.  That is the order of the serial loop (and of numpy's
+# ``np.add.at``), so the bits depend neither on the thread count nor on the
+# strategy; no thread ever races on ``+=`` and there are no atomics.
+#
+# Scatter strategies (all give the same bits):
+#   ROWS  each thread owns a contiguous range of destination rows (balanced by
+#         a sample of the indices), zero-fills it, then scans all indices and
+#         adds the rows that land in its range.  No sort, no scratch memory,
+#         nothing to cache: cold == warm.  Each thread reads all indices, so it
+#         is meant for small team sizes (<= CSR_MIN_THREADS).
+#   CSR   a stable counting sort groups source positions by destination; each
+#         thread reduces whole destination rows.  Scratch: N+1 + E int64.
+#   COLS  each thread owns a block of feature columns for every row.  Balanced
+#         for any index distribution; chosen for wide rows.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 ctypedef fused real:
     float
@@ -20,144 +32,409 @@ ctypedef fused index_t:
     int32_t
     int64_t
 
-# Work (elements moved) below which a kernel stays on one thread: starting an
-# OpenMP team costs a few microseconds, about what copying this many floats
-# costs.  Measured by benchmarks/bench_index.py --threshold (see docs/performance.md).
-cdef Py_ssize_t GATHER_PARALLEL_MIN = 32768
-cdef Py_ssize_t SCATTER_PARALLEL_MIN = 32768
+# Bytes moved below which a kernel stays on one thread.  Waking the OpenMP team
+# and joining it costs a few microseconds here; below this size the serial loop
+# finishes sooner.  Measured with ``python -m rtx.bench index --threshold``
+# (see docs/performance.md).
+cdef Py_ssize_t GATHER_PARALLEL_MIN = 262144
+cdef Py_ssize_t SCATTER_PARALLEL_MIN = 262144
+# Rows narrower than this stay serial: a thread's scan of all indices then
+# costs as much as the adds it saves (measured: F=1 float32, serial 0.7 ms,
+# ROWS on 2 threads 5 ms for E = 1e6).
+cdef Py_ssize_t SCATTER_MIN_ROW_BYTES = 64
+# Team size from which CSR replaces ROWS (ROWS reads every index once per thread).
+cdef int CSR_MIN_THREADS = 8
+# Bytes of a thread's column block from which COLS replaces ROWS.
+cdef Py_ssize_t COLS_MIN_BLOCK_BYTES = 4096
+
+# Which OpenMP thread ids ran the last gather/scatter call (diagnostic: tests
+# prove parallelism with it instead of timing).  Not meaningful when several
+# Python threads call kernels at once.
+cdef unsigned char _seen[256]
+
+
+cdef inline void _reset_seen() noexcept nogil:
+    memset(_seen, 0, sizeof(_seen))
+
+
+cdef inline void _mark_seen() noexcept nogil:
+    cdef int tid = rtx_omp_thread_num()
+    if 0 <= tid < 256:
+        _seen[tid] = 1
+
+
+def last_kernel_thread_ids():
+    """Sorted OpenMP thread ids that worked in the last gather/scatter kernel call."""
+    return [i for i in range(256) if _seen[i]]
+
+
+SCATTER_STRATEGIES = {"auto": 0, "serial": 1, "rows": 2, "csr": 3, "cols": 4}
+cdef enum:
+    S_AUTO = 0
+    S_SERIAL = 1
+    S_ROWS = 2
+    S_CSR = 3
+    S_COLS = 4
+    MAX_SAMPLE_BUCKETS = 1024
+    SAMPLE_SIZE = 8192
+    COMPACT_BLOCK = 2048
+    PREFETCH_AHEAD = 8
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
+    #else
+    #define rtx_prefetch(p) ((void)0)
+    #endif
+    """
+    void rtx_prefetch(const void* p) noexcept nogil
 
 
 def get_parallel_thresholds():
+    """The serial/parallel cut-overs, in bytes moved per call."""
     return {"gather": GATHER_PARALLEL_MIN, "scatter": SCATTER_PARALLEL_MIN}
 
 
 def set_parallel_thresholds(gather=None, scatter=None):
-    """Tune the serial/parallel cut-over (elements moved).  For benchmarks and tests."""
+    """Tune the serial/parallel cut-overs (bytes moved).  For benchmarks and tests.
+
+    Returns the previous values as a dict.
+    """
     global GATHER_PARALLEL_MIN, SCATTER_PARALLEL_MIN
+    old = get_parallel_thresholds()
+    for name, v in (("gather", gather), ("scatter", scatter)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name} threshold must be an int >= 0, got {v!r}")
     if gather is not None:
-        if gather < 0:
-            raise ValueError("gather threshold must be >= 0")
         GATHER_PARALLEL_MIN = gather
     if scatter is not None:
-        if scatter < 0:
-            raise ValueError("scatter threshold must be >= 0")
         SCATTER_PARALLEL_MIN = scatter
+    return old
 
 
 def first_out_of_bounds(const index_t[::1] idx, Py_ssize_t n):
-    """Position of the first index outside ``[0, n)``, or -1 when all are valid."""
-    cdef Py_ssize_t i, m = idx.shape[0]
+    """Position of the first index outside ``[0, n)``, or -1 when all are valid.
+
+    Scans blocks with a branch-free (vectorisable) test and locates the bad
+    position only inside the first block that has one.
+    """
+    cdef Py_ssize_t m = idx.shape[0]
+    cdef Py_ssize_t b, i, end
     cdef Py_ssize_t bad = -1
-    cdef index_t v
+    cdef uint64_t un = <uint64_t>n if n > 0 else 0
+    cdef int anybad
+    if m == 0:
+        return -1
     with nogil:
-        for i in range(m):
-            v = idx[i]
-            if v < 0 or v >= n:
-                bad = i
+        b = 0
+        while b < m:
+            end = b + 4096 if b + 4096 < m else m
+            anybad = 0
+            for i in range(b, end):
+                anybad |= <int>(<uint64_t><int64_t>idx[i] >= un)
+            if anybad:
+                for i in range(b, end):
+                    if <uint64_t><int64_t>idx[i] >= un:
+                        bad = i
+                        break
                 break
+            b = end
     return bad
 
 
+# ------------------------------------------------------------------- gather
 cdef inline void _copy_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
     cdef Py_ssize_t j
     if F == 1:
         dst[0] = src[0]
-    elif F <= 8:
+    elif F * sizeof(real) <= 128:
         for j in range(F):
             dst[j] = src[j]
     else:
         memcpy(dst, src, <size_t>F * sizeof(real))
 
 
+cdef void _gather_block(const real* xp, const index_t* ip, real* op,
+                        Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t F) noexcept nogil:
+    cdef Py_ssize_t i
+    if F == 1:
+        for i in range(i0, i1):
+            op[i] = xp[ip[i]]
+    else:
+        for i in range(i0, i1):
+            _copy_row(op + i * F, xp + <Py_ssize_t>ip[i] * F, F)
+
+
 def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
                 int num_threads):
-    """out[i, :] = x[idx[i], :] (indices pre-validated)."""
+    """out[i, :] = x[idx[i], :] (indices pre-validated).
+
+    Parallel over contiguous blocks of output rows when at least
+    ``GATHER_PARALLEL_MIN`` bytes are copied; serial below.
+    """
     cdef Py_ssize_t E = idx.shape[0]
     cdef Py_ssize_t F = x.shape[1]
-    cdef Py_ssize_t i
+    cdef Py_ssize_t t, T, chunk, i0, i1
     cdef const real* xp
+    cdef const index_t* ip
     cdef real* op
+    if out.shape[0] != E or out.shape[1] != F:
+        raise ValueError("gather_rows: out has the wrong shape")
+    _reset_seen()
     if E == 0 or F == 0:
         return
     xp = &x[0, 0]
+    ip = &idx[0]
     op = &out[0, 0]
+    T = num_threads
+    if T > E:
+        T = E
     with nogil:
-        if num_threads > 1 and E * F >= GATHER_PARALLEL_MIN:
-            for i in prange(E, num_threads=num_threads, schedule="static"):
-                _copy_row(op + i * F, xp + <Py_ssize_t>idx[i] * F, F)
+        _reset_seen()
+        if T > 1 and E * F * <Py_ssize_t>sizeof(real) >= GATHER_PARALLEL_MIN:
+            chunk = (E + T - 1) // T
+            for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+                _mark_seen()
+                i0 = t * chunk
+                i1 = i0 + chunk
+                if i1 > E:
+                    i1 = E
+                if i0 < i1:
+                    _gather_block(xp, ip, op, i0, i1, F)
         else:
-            for i in range(E):
-                _copy_row(op + i * F, xp + <Py_ssize_t>idx[i] * F, F)
+            _mark_seen()
+            _gather_block(xp, ip, op, 0, E, F)
 
 
+# -------------------------------------------------------------- scatter-add
 cdef inline void _add_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
     cdef Py_ssize_t j
     for j in range(F):
         dst[j] += src[j]
 
 
-cdef int _csr_by_destination(const index_t* idx, Py_ssize_t E, Py_ssize_t N,
-                             int64_t* ptr, int64_t* perm) noexcept nogil:
-    """Stable counting sort of positions 0..E-1 by destination (CSR order)."""
-    cdef Py_ssize_t i, r
-    cdef int64_t* fill
-    for r in range(N + 1):
-        ptr[r] = 0
-    for i in range(E):
-        ptr[idx[i] + 1] += 1
-    for r in range(N):
-        ptr[r + 1] += ptr[r]
-    fill = <int64_t*>malloc(<size_t>(N + 1) * sizeof(int64_t))
-    if fill == NULL:
+cdef void _scatter_serial(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
+                          real* op, Py_ssize_t N) noexcept nogil:
+    cdef Py_ssize_t i
+    memset(op, 0, <size_t>(N * F) * sizeof(real))
+    if F == 1:
+        for i in range(E):
+            op[ip[i]] += sp[i]
+    else:
+        for i in range(E):
+            _add_row(op + <Py_ssize_t>ip[i] * F, sp + i * F, F)
+
+
+cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
+                             real* op, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Zero rows [lo, hi) and add every source row whose destination is in it.
+
+    Indices are scanned in blocks; the positions that land in the range are
+    compacted branch-free (no mispredictions on random indices), then added
+    in increasing position with the next source rows prefetched.
+    """
+    cdef Py_ssize_t i, b, end, k, n, p
+    cdef uint64_t width = <uint64_t>(hi - lo)
+    cdef uint64_t d
+    cdef Py_ssize_t pos[COMPACT_BLOCK]
+    cdef Py_ssize_t dst[COMPACT_BLOCK]
+    if hi <= lo:
+        return
+    memset(op + lo * F, 0, <size_t>((hi - lo) * F) * sizeof(real))
+    b = 0
+    while b < E:
+        end = b + COMPACT_BLOCK if b + COMPACT_BLOCK < E else E
+        n = 0
+        for i in range(b, end):
+            d = <uint64_t>(<int64_t>ip[i] - lo)
+            pos[n] = i
+            dst[n] = lo + <Py_ssize_t>d
+            n += d < width
+        if F == 1:
+            for k in range(n):
+                op[dst[k]] += sp[pos[k]]
+        else:
+            for k in range(n):
+                if k + PREFETCH_AHEAD < n:
+                    p = pos[k + PREFETCH_AHEAD]
+                    rtx_prefetch(sp + p * F)
+                    rtx_prefetch(op + dst[k + PREFETCH_AHEAD] * F)
+                _add_row(op + dst[k] * F, sp + pos[k] * F, F)
+        b = end
+
+
+cdef void _row_bounds(const index_t* ip, Py_ssize_t E, Py_ssize_t N, Py_ssize_t T,
+                      Py_ssize_t* bounds) noexcept nogil:
+    """Split rows [0, N) into T contiguous ranges of about E/T indices each.
+
+    Uses a histogram of an evenly spaced sample of the indices; only the
+    balance depends on it, never the result.
+    """
+    cdef Py_ssize_t counts[MAX_SAMPLE_BUCKETS]
+    cdef Py_ssize_t B = N if N < MAX_SAMPLE_BUCKETS else MAX_SAMPLE_BUCKETS
+    cdef Py_ssize_t w = (N + B - 1) // B
+    cdef Py_ssize_t S = E if E < SAMPLE_SIZE else SAMPLE_SIZE
+    cdef Py_ssize_t s, b, t, acc, r
+    for b in range(B):
+        counts[b] = 0
+    for s in range(S):
+        counts[<Py_ssize_t>ip[(s * E) // S] // w] += 1
+    bounds[0] = 0
+    t = 1
+    acc = 0
+    for b in range(B):
+        acc += counts[b]
+        while t < T and acc * T >= t * S:
+            r = (b + 1) * w
+            bounds[t] = r if r < N else N
+            t += 1
+    while t <= T:
+        bounds[t] = N
+        t += 1
+
+
+cdef void _scatter_rows(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
+                        real* op, Py_ssize_t N, int T) noexcept nogil:
+    cdef Py_ssize_t bounds[257]
+    cdef Py_ssize_t t
+    _row_bounds(ip, E, N, T, bounds)
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        _mark_seen()
+        _scatter_row_range(sp, ip, E, F, op, bounds[t], bounds[t + 1])
+
+
+cdef void _scatter_cols(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
+                        real* op, Py_ssize_t N, int T) noexcept nogil:
+    cdef Py_ssize_t t, i, r, c0, c1
+    cdef Py_ssize_t chunk = (F + T - 1) // T
+    # Blocks of whole cache lines (16 floats / 8 doubles) where F allows.
+    chunk = (chunk + 15) // 16 * 16
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        _mark_seen()
+        c0 = t * chunk
+        c1 = c0 + chunk
+        if c1 > F:
+            c1 = F
+        if c0 < c1:
+            for r in range(N):
+                memset(op + r * F + c0, 0, <size_t>(c1 - c0) * sizeof(real))
+            for i in range(E):
+                _add_row(op + <Py_ssize_t>ip[i] * F + c0, sp + i * F + c0, c1 - c0)
+
+
+cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
+                      real* op, Py_ssize_t N, int T) noexcept nogil:
+    """Counting sort by destination, then whole destination rows per thread."""
+    cdef Py_ssize_t i, r, k
+    cdef int64_t* ptr = <int64_t*>malloc(<size_t>(N + 2) * sizeof(int64_t))
+    cdef int64_t* perm = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
+    cdef real* row
+    if ptr == NULL or perm == NULL:
+        free(ptr)
+        free(perm)
         return -1
-    memcpy(fill, ptr, <size_t>(N + 1) * sizeof(int64_t))
+    # Counts at ptr[d + 2]; after the prefix sum ptr[d + 1] is the start of d,
+    # and the fill pass bumps it to the end of d = the start of d + 1: CSR
+    # pointers without a second array.
+    memset(ptr, 0, <size_t>(N + 2) * sizeof(int64_t))
     for i in range(E):
-        r = idx[i]
-        perm[fill[r]] = i
-        fill[r] += 1
-    free(fill)
+        ptr[<Py_ssize_t>ip[i] + 2] += 1
+    for r in range(2, N + 2):
+        ptr[r] += ptr[r - 1]
+    for i in range(E):
+        r = <Py_ssize_t>ip[i] + 1
+        perm[ptr[r]] = i
+        ptr[r] += 1
+    for r in prange(N, num_threads=T, schedule="guided"):
+        _mark_seen()
+        row = op + r * F
+        memset(row, 0, <size_t>F * sizeof(real))
+        for k in range(ptr[r], ptr[r + 1]):
+            _add_row(row, sp + perm[k] * F, F)
+    free(ptr)
+    free(perm)
     return 0
 
 
 def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1] out,
-                     int num_threads):
-    """out[idx[i], :] += src[i, :] into a zero-filled ``out`` (indices pre-validated).
+                     int num_threads, int strategy=0):
+    """out = 0; out[idx[i], :] += src[i, :] (indices pre-validated).
 
-    Deterministic for any ``num_threads``: see the note at the top of this file.
+    ``out`` may hold anything on entry: the kernel zero-fills it, each thread
+    the part it will reduce into (first touch by its owner).  Deterministic for
+    any ``num_threads`` and ``strategy`` (see the note at the top of this file);
+    ``strategy`` is one of ``SCATTER_STRATEGIES`` (0 = auto).
     """
     cdef Py_ssize_t E = idx.shape[0]
     cdef Py_ssize_t F = src.shape[1]
     cdef Py_ssize_t N = out.shape[0]
-    cdef Py_ssize_t i, r, k
+    cdef Py_ssize_t itemsize = sizeof(real)
     cdef const real* sp
+    cdef const index_t* ip
     cdef real* op
-    cdef int64_t* ptr = NULL
-    cdef int64_t* perm = NULL
+    cdef int T = num_threads
     cdef int rc = 0
-    if E == 0 or F == 0 or N == 0:
+    if src.shape[0] != E or out.shape[1] != F:
+        raise ValueError("scatter_add_rows: shapes do not match")
+    if strategy < 0 or strategy > S_COLS:
+        raise ValueError(f"scatter_add_rows: unknown strategy {strategy}")
+    _reset_seen()
+    if N == 0 or F == 0:
+        return
+    op = &out[0, 0]
+    if E == 0:
+        with nogil:
+            _mark_seen()
+            memset(op, 0, <size_t>(N * F) * sizeof(real))
         return
     sp = &src[0, 0]
-    op = &out[0, 0]
-    if num_threads <= 1 or E * F < SCATTER_PARALLEL_MIN:
-        with nogil:
-            for i in range(E):
-                _add_row(op + <Py_ssize_t>idx[i] * F, sp + i * F, F)
-        return
-    ptr = <int64_t*>malloc(<size_t>(N + 1) * sizeof(int64_t))
-    perm = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
-    if ptr == NULL or perm == NULL:
-        free(ptr)
-        free(perm)
+    ip = &idx[0]
+    if T < 1:
+        T = 1
+    if T > 256:
+        T = 256
+    if strategy == S_AUTO:
+        if (T == 1 or (E + N) * F * itemsize < SCATTER_PARALLEL_MIN
+                or F * itemsize < SCATTER_MIN_ROW_BYTES):
+            strategy = S_SERIAL
+        elif F * itemsize >= COLS_MIN_BLOCK_BYTES * T:
+            strategy = S_COLS
+        elif T >= CSR_MIN_THREADS:
+            strategy = S_CSR
+        else:
+            strategy = S_ROWS
+    with nogil:
+        if strategy == S_SERIAL or T == 1:
+            _mark_seen()
+            _scatter_serial(sp, ip, E, F, op, N)
+        elif strategy == S_ROWS:
+            _scatter_rows(sp, ip, E, F, op, N, T)
+        elif strategy == S_COLS:
+            _scatter_cols(sp, ip, E, F, op, N, T)
+        else:
+            rc = _scatter_csr(sp, ip, E, F, op, N, T)
+    if rc != 0:
         raise MemoryError("rtx.index_add: cannot allocate the destination grouping")
-    try:
-        with nogil:
-            rc = _csr_by_destination(&idx[0], E, N, ptr, perm)
-            if rc == 0:
-                for r in prange(N, num_threads=num_threads, schedule="guided"):
-                    for k in range(ptr[r], ptr[r + 1]):
-                        _add_row(op + r * F, sp + perm[k] * F, F)
-        if rc != 0:
-            raise MemoryError("rtx.index_add: cannot allocate the destination grouping")
-    finally:
-        free(ptr)
-        free(perm)
+
+
+def copy_bandwidth_kernel(const unsigned char[::1] src, unsigned char[::1] dst,
+                          int num_threads):
+    """Parallel memcpy in ``num_threads`` contiguous blocks (benchmark reference)."""
+    cdef Py_ssize_t n = src.shape[0]
+    cdef Py_ssize_t t, chunk, a, b
+    cdef int T = num_threads if num_threads > 0 else 1
+    if dst.shape[0] != n:
+        raise ValueError("copy_bandwidth_kernel: sizes differ")
+    if n == 0:
+        return
+    chunk = (n + T - 1) // T
+    chunk = (chunk + 4095) // 4096 * 4096
+    with nogil:
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            a = t * chunk
+            b = a + chunk
+            if b > n:
+                b = n
+            if a < b:
+                memcpy(&dst[a], &src[a], <size_t>(b - a))

@@ -51,7 +51,9 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
         try:
             arr = np.asarray(indices)
         except Exception as exc:  # noqa: BLE001
-            raise TypeError(f"{op}(): cannot read indices of type {type(indices).__name__}") from exc
+            raise TypeError(
+            f"{op}(): cannot read indices of type {type(indices).__name__}"
+        ) from exc
     if arr.dtype.kind not in "iu" or arr.dtype.kind == "u" or arr.dtype.itemsize not in (4, 8):
         if arr.dtype == object and arr.ndim == 1 and all(
             isinstance(v, int) and not isinstance(v, bool) for v in arr.tolist()
