@@ -60,6 +60,14 @@ def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int
     return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
+def _index_threads(nbytes: int, kind: str) -> int:
+    """Team size for an index kernel: 1 below its parallel threshold (where the
+    kernel would run serially anyway), so small calls skip get_num_threads()."""
+    if nbytes < _kernels.get_parallel_thresholds()[kind]:
+        return 1
+    return get_num_threads()
+
+
 def _raise_shape(op: str, dst: np.ndarray, src: Any) -> bool:
     raise ValueError(f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}")
 
@@ -320,16 +328,21 @@ class CpuBackend(Backend):
             return out
         row = math.prod(x.shape[1:])
         xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
-        _kernels.gather_rows(xc, idx, out.reshape(idx.shape[0], row), get_num_threads())
+        _kernels.gather_rows(xc, idx, out.reshape(idx.shape[0], row),
+                             _index_threads(out.nbytes, "gather"))
         return out
 
     def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
-        out = empty((n,) + src.shape[1:], src.dtype, zero=True)
         if src.dtype not in _KERNEL_DTYPES:
+            out = empty((n,) + src.shape[1:], src.dtype, zero=True)
             np.add.at(out, idx, src)
             return out
+        # Uninitialised: the kernel zero-fills it in parallel, each thread the
+        # rows (or columns) it then reduces into.
+        out = empty((n,) + src.shape[1:], src.dtype)
         row = math.prod(src.shape[1:])
         sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
-        _kernels.scatter_add_rows(sc, idx, out.reshape(n, row), get_num_threads())
+        _kernels.scatter_add_rows(sc, idx, out.reshape(n, row),
+                                  _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
