@@ -67,6 +67,7 @@ def scatter_add_rows(
 def copy_bandwidth_kernel(
     src: npt.NDArray[np.uint8], dst: npt.NDArray[np.uint8], num_threads: int
 ) -> None: ...
+def last_kernel_thread_ids() -> list[int]: ...
 
 # --------------------------------------------------------------- _dlpack.pxi
 class _DLPackStats(TypedDict):
