@@ -33,6 +33,13 @@ STUBTEST_ALLOWLIST = ["rtx._kernels.__reduce_cython__", "rtx._kernels.__setstate
                       "rtx._kernels.__test__"]
 
 
+@pytest.mark.skipif(os.environ.get("RTX_TEST_INSTALLED") != "1",
+                    reason="RTX_TEST_INSTALLED=1 asks for an installed rtx (wheel test runs)")
+def test_runs_against_the_installed_package():
+    assert INSTALLED, f"rtx was imported from {PKG}, not from an installation"
+    assert not (Path.cwd() / "rtx" / "__init__.py").exists()
+
+
 def test_typing_files_ship_with_the_package():
     assert (PKG / "py.typed").is_file()
     assert (PKG / "_kernels.pyi").is_file()
