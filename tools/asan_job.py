@@ -73,10 +73,10 @@ def main() -> int:
         return 1
 
     # ---------------------------------------------- whole suite, ASan + UBSan
-    tests = [os.path.join(mc.ROOT, "tests")]
+    tests = mc.test_paths(extra)
     print("=== asan: whole test suite under ASan + UBSan", flush=True)
     log = os.path.join(base, "pytest-asan.log")
-    rc, times["suite"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *extra, *tests]),
+    rc, times["suite"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *tests]),
                                        env, run_dir, log)
     reports = scan(log)
     if rc != 0 or reports:
@@ -89,9 +89,9 @@ def main() -> int:
         print("=== asan: LeakSanitizer pass", flush=True)
         lenv = mc.lsan_env(pp)
         lenv.update(mc.memcheck_vars(src, "-fsanitize=address", "lsan"))
-        targets = [os.path.join(mc.ROOT, t) for t in leak_tests] if leak_tests else tests
+        targets = mc.test_paths(extra, leak_tests) if leak_tests else tests
         log = os.path.join(base, "pytest-lsan.log")
-        rc, times["leaks"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *extra, *targets]),
+        rc, times["leaks"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]),
                                            lenv, run_dir, log)
         reports = scan(log)
         if rc != 0 or reports:

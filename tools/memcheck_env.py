@@ -162,6 +162,23 @@ def pytest_cmd(pkg_dir: str, extra: list[str]) -> list[str]:
     ]
 
 
+def test_paths(extra: list[str], paths: list[str] | None = None) -> list[str]:
+    """pytest arguments: options in ``extra`` pass through; test paths (in
+    ``extra`` or ``paths``) are made absolute against the repository root,
+    since pytest runs from an empty directory.  No path given: ``tests/``."""
+    out, found = [], False
+    for a in list(extra) + list(paths or []):
+        p = os.path.join(ROOT, a.split("::")[0])
+        if not a.startswith("-") and os.path.exists(p):
+            out.append(os.path.join(ROOT, a))
+            found = True
+        else:
+            out.append(a)
+    if not found:
+        out.append(os.path.join(ROOT, "tests"))
+    return out
+
+
 def pythonpath_for(pkg_dir: str) -> str:
     return os.pathsep.join([pkg_dir, TOOLS])
 

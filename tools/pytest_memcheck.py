@@ -28,7 +28,8 @@ def _check() -> tuple[str | None, str]:
         return f"memcheck: rtx was built with {flags!r}, lacking {flag!r}", ""
     if not _kernels.openmp_enabled():
         return "memcheck: rtx was built without OpenMP", ""
-    return None, f"memcheck[{os.environ.get('RTX_MEMCHECK_JOB', '?')}]: rtx from {so}; cflags: {flags}"
+    job = os.environ.get("RTX_MEMCHECK_JOB", "?")
+    return None, f"memcheck[{job}]: rtx from {so}; cflags: {flags}"
 
 
 def pytest_sessionstart(session):  # noqa: ARG001

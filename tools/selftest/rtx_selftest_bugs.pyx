@@ -126,6 +126,13 @@ def dangling_export(Py_ssize_t n=1024):
     return checksum(m)                     # BUG: reads the freed block
 
 
+def dangling_export_numpy(Py_ssize_t n=1024):
+    """The same bug, read by numpy (uninstrumented): valgrind sees it, ASan cannot."""
+    import numpy as np
+    a = np.asarray(memoryview(DanglingExporter(n))).view(np.float64)
+    return float(a.sum())                  # BUG: numpy reads the freed block
+
+
 def owned_export(Py_ssize_t n=1024):
     """Control: the same access pattern through rtx.Storage must run clean."""
     import rtx

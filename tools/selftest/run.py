@@ -51,6 +51,7 @@ CASES = {
         ("use_after_free", r"Invalid read of size 8(?s:.*)use_after_free"),
         ("prange_overflow", r"Invalid write of size 8(?s:.*)_omp_fn"),
         ("dangling_export", r"Invalid read of size 8(?s:.*)checksum"),
+        ("dangling_export_numpy", r"Invalid read of size(?s:.*)_multiarray_umath"),
         ("leak", r"definitely lost(?s:.*)rtx_selftest_bugs"),
         ("clean", None),
         ("owned_export", None),
@@ -101,7 +102,7 @@ def main() -> int:
                 for fn, _ in cases]
         results = [f.result() for f in futs]
     failed = 0
-    for (fn, expect), (rc, out, secs) in zip(cases, results):
+    for (fn, expect), (rc, out, secs) in zip(cases, results, strict=True):
         if expect is None:
             ok = rc == 0 and not re.search(CLEAN_RE[tool], out)
             what = "clean run (control)"
@@ -109,7 +110,7 @@ def main() -> int:
             ok = rc != 0 and re.search(expect, out) is not None
             what = "caught: " + expect.split("(?s")[0]
         status = "PASS" if ok else "FAIL"
-        print(f"selftest[{tool}] {status} {fn:16s} exit={rc:<4d} {secs:5.1f}s  {what}")
+        print(f"selftest[{tool}] {status} {fn:22s} exit={rc:<4d} {secs:5.1f}s  {what}")
         if not ok:
             failed += 1
             print("---- output (last 60 lines) ----")

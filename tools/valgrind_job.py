@@ -1,0 +1,108 @@
+"""The valgrind memcheck job over the tests marked ``valgrind``, then the self-test.
+
+    python tools/valgrind_job.py [--all] [--no-selftest] [--gen-suppressions] [-- PYTEST ARGS]
+
+1. Stages a private copy of the rtx package in ``build/valgrind/src`` and builds
+   its extension the normal way plus debug info (``-O3 -g``, fresh objects).
+2. Runs ``valgrind --tool=memcheck`` on ``python -m pytest -m valgrind`` (the
+   ownership, kernel and interop tests; ``--all``: the whole suite, ~25x slower)
+   with ``PYTHONMALLOC=malloc`` (every allocation visible) and
+   ``OMP_WAIT_POLICY=passive`` (idle OpenMP threads sleep instead of spinning).
+   Any memcheck error or definitely-lost block fails the job
+   (``--error-exitcode=99 --errors-for-leak-kinds=definite``).  The only
+   suppressions (``tools/valgrind-python.supp``) cover interpreter/loader noise.
+3. Self-test: deliberate bugs in ``tools/selftest`` (a plain -O0 -g build), each
+   in its own process under the same valgrind flags, must each be reported.
+
+Exit status 0 only when every phase passed.  Run it with the real interpreter
+(``.venv/bin/python tools/valgrind_job.py``), not a pyenv shim.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import memcheck_env as mc  # noqa: E402
+
+
+def main() -> int:
+    argv = sys.argv[1:]
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    whole = "--all" in argv
+    selftest = "--no-selftest" not in argv
+    gen = "--gen-suppressions" in argv
+    py = mc.real_python()
+    base = os.path.join(mc.ROOT, "build", "valgrind")
+    src = os.path.join(base, "src")
+    run_dir = os.path.join(base, "run")
+    os.makedirs(base, exist_ok=True)
+    times: dict[str, float] = {}
+    failures: list[str] = []
+    t_all = time.perf_counter()
+
+    print(f"=== valgrind: building rtx ({mc.VALGRIND_CFLAGS}) in {src}", flush=True)
+    mc.stage_package(src)
+    times["build"] = mc.build_extension(src, mc.VALGRIND_CFLAGS,
+                                        log=os.path.join(base, "build.log"))
+    os.makedirs(run_dir, exist_ok=True)
+    env = mc.valgrind_env(mc.pythonpath_for(src))
+    env.update(mc.memcheck_vars(src, "-g", "valgrind"))
+
+    selection = [] if whole else ["-m", "valgrind"]
+    vg = mc.valgrind_cmd()
+    if gen:
+        vg.append("--gen-suppressions=all")
+    cmd = vg + mc.pytest_cmd(src, ["-q", *selection, *mc.test_paths(extra)])
+    print("=== valgrind: memcheck over " + ("the whole suite" if whole else
+                                            "the tests marked 'valgrind'"), flush=True)
+    log = os.path.join(base, "memcheck.log")
+    rc, times["memcheck"] = mc.run_logged(cmd, env, run_dir, log)
+    with open(log, errors="replace") as fh:
+        text = fh.read()
+    summary = re.findall(r"ERROR SUMMARY: (\d+) errors", text)
+    lost = re.findall(r"definitely lost: ([\d,]+) bytes", text)
+    ran = re.findall(r"(\d+) passed", text)
+    print(f"=== valgrind: tests passed {ran[-1] if ran else 0}, memcheck errors "
+          f"{summary[-1] if summary else '?'}, definitely lost "
+          f"{lost[-1] if lost else '0'} bytes, exit {rc}")
+    if rc != 0 or not summary or summary[-1] != "0":
+        failures.append(f"memcheck: exit {rc} (99 = a memcheck error or definite leak, "
+                        "1 = a test failed)")
+    if not ran:
+        failures.append("memcheck: no test ran")
+
+    if selftest:
+        print("=== valgrind: self-test (deliberate bugs must be caught)", flush=True)
+        t0 = time.perf_counter()
+        st = os.path.join(base, "selftest")
+        b = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "build.py"), st],
+                           capture_output=True, text=True)
+        if b.returncode != 0:
+            print(b.stdout + b.stderr)
+            failures.append("self-test build failed")
+        else:
+            r = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "run.py"), "valgrind",
+                                st, src])
+            if r.returncode != 0:
+                failures.append("self-test (valgrind): a deliberate bug went unreported")
+        times["selftest"] = time.perf_counter() - t0
+
+    times["total"] = time.perf_counter() - t_all
+    print("=== valgrind: wall times " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
+    if failures:
+        print("=== valgrind: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print("=== valgrind: OK (no memcheck error or definite leak; every deliberate bug caught)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
