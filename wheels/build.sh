@@ -30,7 +30,10 @@ else
     trap 'rm -rf "$WORK"' EXIT
 fi
 step() { printf '\n=== %s\n' "$*"; }
-pipq() { python -m pip install -q --disable-pip-version-check "$@"; }
+pipq() {   # quiet pip install; its output only when it fails
+    python -m pip install -q --disable-pip-version-check "$@" > "$WORK/pip.log" 2>&1 \
+        || { cat "$WORK/pip.log"; return 1; }
+}
 
 step "clean source tree from git ($REF) in $WORK/src"
 if [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]; then
@@ -54,7 +57,8 @@ SDIST=$(ls "$WORK"/dist/rtx-*.tar.gz)
 RAW=$(ls "$WORK"/dist/rtx-*.whl)
 
 step "auditwheel repair"
-auditwheel repair -w "$WORK/repaired" "$RAW"
+# --strip: drop the debug info of Python's default -g (about 3/4 of the wheel's size).
+auditwheel repair --strip -w "$WORK/repaired" "$RAW"
 WHEEL=$(ls "$WORK"/repaired/rtx-*.whl)
 auditwheel show "$WHEEL"
 deactivate
