@@ -323,20 +323,36 @@ cdef void _scatter_cols(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssiz
                 _add_row(op + <Py_ssize_t>ip[i] * F + c0, sp + i * F + c0, c1 - c0)
 
 
+cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
+                      real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Rows [r0, r1): zero each, then add its source rows in CSR (= index) order."""
+    cdef Py_ssize_t r, k
+    cdef Py_ssize_t kend = ptr[r1]
+    cdef real* row
+    for r in range(r0, r1):
+        row = op + r * F
+        memset(row, 0, <size_t>F * sizeof(real))
+        for k in range(ptr[r], ptr[r + 1]):
+            if k + PREFETCH_AHEAD < kend:
+                rtx_prefetch(sp + perm[k + PREFETCH_AHEAD] * F)
+            _add_row(row, sp + perm[k] * F, F)
+
+
 cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
                       real* op, Py_ssize_t N, int T) noexcept nogil:
     """Counting sort by destination, then whole destination rows per thread."""
-    cdef Py_ssize_t i, r, k
+    cdef Py_ssize_t i, r, t, lo, hi, mid
     cdef int64_t* ptr = <int64_t*>malloc(<size_t>(N + 2) * sizeof(int64_t))
     cdef int64_t* perm = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
-    cdef real* row
+    cdef Py_ssize_t bounds[257]
+    cdef Py_ssize_t total = E + N
     if ptr == NULL or perm == NULL:
         free(ptr)
         free(perm)
         return -1
     # Counts at ptr[d + 2]; after the prefix sum ptr[d + 1] is the start of d,
     # and the fill pass bumps it to the end of d = the start of d + 1: CSR
-    # pointers without a second array.
+    # pointers ptr[0..N] without a second array.
     memset(ptr, 0, <size_t>(N + 2) * sizeof(int64_t))
     for i in range(E):
         ptr[<Py_ssize_t>ip[i] + 2] += 1
@@ -346,12 +362,23 @@ cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_
         r = <Py_ssize_t>ip[i] + 1
         perm[ptr[r]] = i
         ptr[r] += 1
-    for r in prange(N, num_threads=T, schedule="guided"):
+    # Contiguous row ranges of equal work (entries + rows): static, so the
+    # same thread always gets the same rows.
+    bounds[0] = 0
+    for t in range(1, T):
+        lo = 0
+        hi = N
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (ptr[mid] + mid) * T >= t * total:
+                hi = mid
+            else:
+                lo = mid + 1
+        bounds[t] = lo if lo >= bounds[t - 1] else bounds[t - 1]
+    bounds[T] = N
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
         _mark_seen()
-        row = op + r * F
-        memset(row, 0, <size_t>F * sizeof(real))
-        for k in range(ptr[r], ptr[r + 1]):
-            _add_row(row, sp + perm[k] * F, F)
+        _csr_reduce(sp, perm, ptr, F, op, bounds[t], bounds[t + 1])
     free(ptr)
     free(perm)
     return 0
