@@ -91,7 +91,7 @@ class _Problem:
         B = self.ad.inner
         args = list(self.inputs)
         for i in self.diff:
-            t = Tensor._make(B.copy(B.from_numpy(np.ascontiguousarray(values[i]))), self.ad)
+            t = Tensor._make(B.copy(B.from_numpy(np.array(values[i], order="C"))), self.ad)
             if requires_grad:
                 t.requires_grad_(True)
             args[i] = t
@@ -278,8 +278,8 @@ def _fast(
         if not tracked:
             return res
         gos = [
-            Tensor._make(B.from_numpy(np.ascontiguousarray(
-                v[off:off + o.numel()].reshape(o.shape).astype(o.dtype))), prob.ad)
+            Tensor._make(B.from_numpy(np.array(
+                v[off:off + o.numel()].reshape(o.shape), dtype=o.dtype, order="C")), prob.ad)
             for o, off in tracked
         ]
         grads = autograd_grad([o for o, _ in tracked], ins, grad_outputs=gos,
