@@ -23,15 +23,18 @@ from .reduction import Dim
 
 _ndarray = np.ndarray
 _scalar_types = (int, float, bool, np.generic)
+_py_numbers = (int, float)
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
-    dtype = np.dtype(dtype)
-    n = math.prod(shape)
-    storage = _kernels.Storage(n * dtype.itemsize, zero)
-    return np.frombuffer(storage, dtype=dtype, count=n).reshape(shape)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
+    # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
+    # memoryview in between): half the cost of frombuffer + reshape.
+    return _ndarray(shape, dtype, storage)
 
 
 def own(a: np.ndarray) -> np.ndarray:
@@ -127,10 +130,13 @@ class CpuBackend(Backend):
                 dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
             else:
                 shape = a.shape
-                dt = np.result_type(a, b)
+                # a Python number does not change a float array's dtype (NEP 50)
+                dt = a.dtype if type(b) in _py_numbers and a.dtype.kind == "f" else (
+                    np.result_type(a, b))
         else:
             shape = b.shape
-            dt = np.result_type(a, b)
+            dt = b.dtype if type(a) in _py_numbers and b.dtype.kind == "f" else (
+                np.result_type(a, b))
         if out_dtype is not None:
             dt = out_dtype
         elif ufunc is np.true_divide and dt.kind in "biu":
@@ -288,7 +294,8 @@ class CpuBackend(Backend):
                     f"matmul: shapes {a.shape} and {b.shape} do not align "
                     f"({a.shape[-1]} != {b.shape[-2]})"
                 )
-            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            ba, bb = a.shape[:-2], b.shape[:-2]
+            batch = ba if ba == bb else np.broadcast_shapes(ba, bb)
             dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
             out = empty(batch + (a.shape[-2], b.shape[-1]), dt)
             np.matmul(a, b, out=out)
