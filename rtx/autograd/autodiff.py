@@ -87,21 +87,8 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            t = T.__new__(T)
-            t._value = out
-            t._ad = self
-            t._rg = True
-            t._node = Node(op, ctx, tuple(parents))
-            t.grad = None
-            return t
-        out = op.forward(_SINK, self.inner, *prims, **attrs)
-        t = T.__new__(T)
-        t._value = out
-        t._ad = self
-        t._rg = False
-        t._node = None
-        t.grad = None
-        return t
+            return T._make(out, self, True, Node(op, ctx, tuple(parents)))
+        return T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
 
 
 def _make_method(op: type[Op]) -> Any:

@@ -7,10 +7,11 @@ index).  A node points to its inputs' nodes, or to the leaf tensors themselves
 and saved state holds backend primitives, never ``Tensor`` s, so there are no
 reference cycles: dropping the output tensor frees the graph.
 
-The engine orders the graph iteratively (no recursion limit), runs each node's
-rule once all its consumers have contributed (fan-out gradients are *summed*),
-frees each intermediate gradient as soon as it is consumed, and releases the
-graph (saved state) unless ``retain_graph=True``.
+The engine walks the graph without recursion (no depth limit): nodes wait in a
+heap ordered by creation sequence, so each node's rule runs once all its
+consumers have contributed (fan-out gradients are *summed*).  Each
+intermediate gradient is freed as soon as it is consumed, and the graph's
+saved state is released unless ``retain_graph=True``.
 
 Gradient buffers handed to leaves never alias each other or a user's buffer:
 a rule that may pass its incoming gradient through (``Op.fresh_grads`` False,
@@ -22,23 +23,33 @@ copied before it becomes a leaf's ``.grad``.  So an in-place update of one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
 
 
-class Node:
-    """One recorded op: its backward rule, saved state and inputs."""
+_next_seq = itertools.count().__next__
 
-    __slots__ = ("op", "ctx", "parents", "released", "__weakref__")
+
+class Node:
+    """One recorded op: its backward rule, saved state and inputs.
+
+    ``seq`` increases with creation, and a node is always created after the
+    nodes of its inputs, so processing nodes in decreasing ``seq`` visits every
+    consumer before what it consumes (a reverse topological order).
+    """
+
+    __slots__ = ("op", "ctx", "parents", "released", "seq", "__weakref__")
 
     def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...]) -> None:
         self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
         self.ctx = ctx          # saved state (None once released)
         self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
         self.released = False
+        self.seq = _next_seq()
 
     def name(self) -> str:
         return getattr(self.op, "name", type(self.op).__name__)
@@ -69,38 +80,6 @@ class OutputEdge:
         return f"<{self.name()}Backward output {self.index}>"
 
 
-def _topo_order(roots: Sequence[Any]) -> list[Node]:
-    """Nodes reachable from ``roots``, inputs before consumers (iterative DFS)."""
-    order: list[Node] = []
-    visited: set[int] = set()
-    for root in roots:
-        if type(root) is OutputEdge:
-            root = root.node
-        if type(root) is not Node or id(root) in visited:
-            continue
-        visited.add(id(root))
-        stack: list[tuple[Node, int]] = [(root, 0)]
-        while stack:
-            node, i = stack.pop()
-            parents = node.parents
-            n = len(parents)
-            while i < n:
-                p = parents[i]
-                i += 1
-                tp = type(p)
-                if tp is OutputEdge:
-                    p = p.node
-                    tp = Node
-                if tp is Node and id(p) not in visited:
-                    visited.add(id(p))
-                    stack.append((node, i))
-                    stack.append((p, 0))
-                    break
-            else:
-                order.append(node)
-    return order
-
-
 def _released_error(n: Node) -> RuntimeError:
     return RuntimeError(
         f"Trying to backward through the graph a second time ({n.name()}Backward's saved "
@@ -117,36 +96,31 @@ def _engine(
 ) -> dict[int, list[Any]]:
     """Run backward from ``roots`` = [(node | edge | leaf tensor, grad prim, shared)].
 
-    Without ``capture``: returns ``{id(leaf): [leaf, grad, shared]}`` for every
-    reached leaf.  With ``capture`` (``{id(node or leaf): index or None}``): the
-    gradients of those targets are stored as ``capture_out[id] = grad`` in the
-    returned dict under the same keys, and leaves are not collected.
-    """
-    from ..tensor import Tensor
+    Nodes are run from a heap ordered by decreasing ``seq``: a node runs only
+    after every node that consumed it (all have larger ``seq``), so its
+    gradient is complete (the sum over all paths); nodes no gradient reaches
+    are never visited.  No recursion, so graph depth is unlimited.
 
+    Without ``capture``: returns ``{id(leaf): [leaf, grad, shared]}`` for every
+    reached leaf.  With ``capture`` (``{id(node or leaf): output index or
+    None}``): returns ``{id: [grad, shared]}`` for those targets instead.
+    """
     grads: dict[int, Any] = {}
     shared: set[int] = set()
     leaf_grads: dict[int, list[Any]] = {}
     captured: dict[int, list[Any]] = {}
+    heap: list[tuple[int, Node]] = []
     add = B.add
 
-    def deliver(parent: Any, ig: Any, sh: bool) -> None:
-        tp = type(parent)
-        if tp is Node:
-            k = id(parent)
-            prev = grads.get(k)
-            if prev is None:
-                grads[k] = ig
-                if sh:
-                    shared.add(k)
-            else:
-                grads[k] = add(prev, ig)
-                shared.discard(k)
-        elif tp is OutputEdge:
-            k = id(parent.node)
+    def deliver_slow(parent: Any, ig: Any, sh: bool) -> None:
+        """An edge into one output of a multi-output node, or a leaf."""
+        if type(parent) is OutputEdge:
+            node = parent.node
+            k = id(node)
             slot = grads.get(k)
             if slot is None:
                 slot = grads[k] = [None] * parent.n
+                heappush(heap, (-node.seq, node))
             prev = slot[parent.index]
             if prev is None:
                 slot[parent.index] = ig
@@ -163,22 +137,32 @@ def _engine(
                 entry[2] = False
 
     for target, g, sh in roots:
-        deliver(target, g, sh)
+        if type(target) is Node:
+            k = id(target)
+            prev = grads.get(k)
+            if prev is None:
+                grads[k] = g
+                heappush(heap, (-target.seq, target))
+                if sh:
+                    shared.add(k)
+            else:
+                grads[k] = add(prev, g)
+                shared.discard(k)
+        else:
+            deliver_slow(target, g, sh)
 
-    order = _topo_order([r[0] for r in roots if not isinstance(r[0], Tensor)])
-    for n in reversed(order):
+    while heap:
+        n = heappop(heap)[1]
         key = id(n)
-        g = grads.pop(key, None)
-        if g is None:
-            continue
+        g = grads.pop(key)
         if n.released:
             raise _released_error(n)
-        if capture is not None and key in capture:
-            captured[key] = [list(g) if type(g) is list else g, key in shared]
-        op = n.op
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
+        if capture is not None and key in capture:
+            captured[key] = [list(g) if type(g) is list else g, g_shared]
+        op = n.op
         in_grads = op.backward(n.ctx, B, g)
         del g
         if op.fresh_grads:
@@ -186,8 +170,21 @@ def _engine(
         else:
             sh = g_shared or sum(1 for ig in in_grads if ig is not None) > 1
         for parent, ig in zip(n.parents, in_grads, strict=False):
-            if parent is not None and ig is not None:
-                deliver(parent, ig, sh)
+            if ig is None or parent is None:
+                continue
+            if type(parent) is Node:
+                k = id(parent)
+                prev = grads.get(k)
+                if prev is None:
+                    grads[k] = ig
+                    heappush(heap, (-parent.seq, parent))
+                    if sh:
+                        shared.add(k)
+                else:
+                    grads[k] = add(prev, ig)
+                    shared.discard(k)
+            else:
+                deliver_slow(parent, ig, sh)
         del in_grads
         if not retain_graph:
             n.ctx = None
