@@ -32,16 +32,22 @@ ctypedef fused index_t:
     int32_t
     int64_t
 
-# Bytes moved below which a kernel stays on one thread.  Waking the OpenMP team
-# and joining it costs a few microseconds here; below this size the serial loop
-# finishes sooner.  Measured with ``python -m rtx.bench index --threshold``
-# (see docs/performance.md).
-cdef Py_ssize_t GATHER_PARALLEL_MIN = 262144
-cdef Py_ssize_t SCATTER_PARALLEL_MIN = 262144
-# Rows narrower than this stay serial: a thread's scan of all indices then
-# costs as much as the adds it saves (measured: F=1 float32, serial 0.7 ms,
-# ROWS on 2 threads 5 ms for E = 1e6).
-cdef Py_ssize_t SCATTER_MIN_ROW_BYTES = 64
+# Bytes moved below which a kernel stays on one thread: waking the OpenMP team
+# and joining it costs a few microseconds, and below these sizes the serial
+# loop finishes sooner.  Measured with ``python -m rtx.bench index
+# --threshold`` on 2 cores (docs/performance.md): gather F=16 breaks even at
+# 128 KiB (0.95x) and wins from 256 KiB (1.2x); scatter F=64 (ROWS) still
+# loses at 1 MiB (0.8x) and wins at 4 MiB (1.8x).
+cdef Py_ssize_t GATHER_PARALLEL_MIN = 256 << 10
+cdef Py_ssize_t SCATTER_PARALLEL_MIN = 2 << 20
+# Gathers writing at least this many bytes use non-temporal stores.
+cdef Py_ssize_t GATHER_STREAM_MIN = 64 << 20
+# Rows narrower than this stay serial: each ROWS thread scans all indices and
+# streams through all of ``src`` (the hardware prefetcher fetches the rows it
+# skips), which then costs as much as the adds it saves.  Measured for
+# E = 1e6 float32: F=1 serial 0.7 ms vs ROWS 5 ms; F=16 serial 15 ms vs 38 ms
+# (loaded machine); from F=64 ROWS wins (61 vs 137 ms).
+cdef Py_ssize_t SCATTER_MIN_ROW_BYTES = 128
 # Team size from which CSR replaces ROWS (ROWS reads every index once per thread).
 cdef int CSR_MIN_THREADS = 8
 # Bytes of a thread's column block from which COLS replaces ROWS.
@@ -87,29 +93,73 @@ cdef extern from *:
     #else
     #define rtx_prefetch(p) ((void)0)
     #endif
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define RTX_HAVE_STREAM 1
+    /* n bytes, dst 16-byte aligned, n a multiple of 16: non-temporal stores
+       (no read-for-ownership of the destination, no cache pollution). */
+    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
+        __m128i* d = (__m128i*)dst;
+        const __m128i* s = (const __m128i*)src;
+        size_t i, m = n / 16;
+        for (i = 0; i + 4 <= m; i += 4) {
+            __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
+            __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
+            _mm_stream_si128(d + i, a); _mm_stream_si128(d + i + 1, b);
+            _mm_stream_si128(d + i + 2, c); _mm_stream_si128(d + i + 3, e);
+        }
+        for (; i < m; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+    }
+    static inline void rtx_store_fence(void) { _mm_sfence(); }
+    #else
+    #define RTX_HAVE_STREAM 0
+    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
+        memcpy(dst, src, n);
+    }
+    static inline void rtx_store_fence(void) {}
+    #endif
     """
     void rtx_prefetch(const void* p) noexcept nogil
+    int RTX_HAVE_STREAM
+    void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil
+    void rtx_store_fence() noexcept nogil
+
+
+def set_gather_stream_min(Py_ssize_t nbytes):
+    """Output size (bytes) from which gathers use non-temporal stores; returns the old one."""
+    global GATHER_STREAM_MIN
+    old = GATHER_STREAM_MIN
+    if nbytes < 0:
+        raise ValueError("nbytes must be >= 0")
+    GATHER_STREAM_MIN = nbytes
+    return old
 
 
 def get_parallel_thresholds():
-    """The serial/parallel cut-overs, in bytes moved per call."""
-    return {"gather": GATHER_PARALLEL_MIN, "scatter": SCATTER_PARALLEL_MIN}
+    """The serial/parallel cut-overs: bytes moved per call (``gather``,
+    ``scatter``) and the narrowest row (bytes) a scatter parallelises."""
+    return {"gather": GATHER_PARALLEL_MIN, "scatter": SCATTER_PARALLEL_MIN,
+            "scatter_min_row_bytes": SCATTER_MIN_ROW_BYTES}
 
 
-def set_parallel_thresholds(gather=None, scatter=None):
-    """Tune the serial/parallel cut-overs (bytes moved).  For benchmarks and tests.
+def set_parallel_thresholds(gather=None, scatter=None, scatter_min_row_bytes=None):
+    """Tune the serial/parallel cut-overs (see ``get_parallel_thresholds``).
 
-    Returns the previous values as a dict.
+    For benchmarks and tests; results never depend on them.  Returns the
+    previous values as a dict (``set_parallel_thresholds(**old)`` restores).
     """
-    global GATHER_PARALLEL_MIN, SCATTER_PARALLEL_MIN
+    global GATHER_PARALLEL_MIN, SCATTER_PARALLEL_MIN, SCATTER_MIN_ROW_BYTES
     old = get_parallel_thresholds()
-    for name, v in (("gather", gather), ("scatter", scatter)):
+    for name, v in (("gather", gather), ("scatter", scatter),
+                    ("scatter_min_row_bytes", scatter_min_row_bytes)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ValueError(f"{name} threshold must be an int >= 0, got {v!r}")
     if gather is not None:
         GATHER_PARALLEL_MIN = gather
     if scatter is not None:
         SCATTER_PARALLEL_MIN = scatter
+    if scatter_min_row_bytes is not None:
+        SCATTER_MIN_ROW_BYTES = scatter_min_row_bytes
     return old
 
 
@@ -156,11 +206,18 @@ cdef inline void _copy_row(real* dst, const real* src, Py_ssize_t F) noexcept no
 
 
 cdef void _gather_block(const real* xp, const index_t* ip, real* op,
-                        Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t F) noexcept nogil:
+                        Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t F, bint stream) noexcept nogil:
     cdef Py_ssize_t i
+    cdef size_t rowbytes = <size_t>F * sizeof(real)
     if F == 1:
         for i in range(i0, i1):
             op[i] = xp[ip[i]]
+    elif stream:
+        for i in range(i0, i1):
+            if i + PREFETCH_AHEAD < i1:
+                rtx_prefetch(xp + <Py_ssize_t>ip[i + PREFETCH_AHEAD] * F)
+            rtx_stream_copy(op + i * F, xp + <Py_ssize_t>ip[i] * F, rowbytes)
+        rtx_store_fence()
     else:
         for i in range(i0, i1):
             _copy_row(op + i * F, xp + <Py_ssize_t>ip[i] * F, F)
@@ -179,6 +236,7 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     cdef const real* xp
     cdef const index_t* ip
     cdef real* op
+    cdef bint stream
     if out.shape[0] != E or out.shape[1] != F:
         raise ValueError("gather_rows: out has the wrong shape")
     _reset_seen()
@@ -190,6 +248,10 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     T = num_threads
     if T > E:
         T = E
+    # Outputs much larger than the caches are written with non-temporal
+    # stores: no read-for-ownership of the destination lines.
+    stream = (RTX_HAVE_STREAM and E * F * <Py_ssize_t>sizeof(real) >= GATHER_STREAM_MIN
+              and (F * sizeof(real)) % 16 == 0 and (<size_t>op) % 16 == 0)
     with nogil:
         _reset_seen()
         if T > 1 and E * F * <Py_ssize_t>sizeof(real) >= GATHER_PARALLEL_MIN:
@@ -201,10 +263,10 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
                 if i1 > E:
                     i1 = E
                 if i0 < i1:
-                    _gather_block(xp, ip, op, i0, i1, F)
+                    _gather_block(xp, ip, op, i0, i1, F, stream)
         else:
             _mark_seen()
-            _gather_block(xp, ip, op, 0, E, F)
+            _gather_block(xp, ip, op, 0, E, F, stream)
 
 
 # -------------------------------------------------------------- scatter-add

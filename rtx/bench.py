@@ -96,7 +96,8 @@ def interleaved(cases: dict[str, Callable[[], Any]], repeats: int,
     one process (rtx's and torch's) each keep their workers spinning for a few
     ms after a parallel region, and on 2 cores those spinning workers stall the
     other library's next parallel region by a scheduler time slice.  Returns
-    ``{name: median seconds}``; first-call times are in ``interleaved.first``.
+    ``{name: median seconds}``; first-call times are in ``interleaved.first``, all times in
+    ``interleaved.times``.
     """
     times: dict[str, list[float]] = {k: [] for k in cases}
     first: dict[str, float] = {}
@@ -119,6 +120,7 @@ def interleaved(cases: dict[str, Callable[[], Any]], repeats: int,
             times[k].append(time.perf_counter() - t0)
             del r
     interleaved.first = first  # type: ignore[attr-defined]
+    interleaved.times = times  # type: ignore[attr-defined]
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -290,20 +292,26 @@ def _bench_add(N: int, E: int, F: int, order: str, T: int, repeats: int, torch: 
 
 
 def _bench_threshold(T: int, repeats: int) -> int:
-    """Serial vs parallel time of the kernels at growing sizes; prints the cut-over."""
+    """Serial vs parallel time of the kernels at growing sizes; prints the cut-over.
+
+    Gather: F=16; scatter: F=64 (narrower rows stay serial at any size, see
+    ``SCATTER_MIN_ROW_BYTES`` in rtx/_index.pxi).  Preallocated outputs, so
+    only the kernels are compared.
+    """
     from . import _kernels
 
     old = _kernels.get_parallel_thresholds()
     big = 1 << 62
-    print(f"serial vs {T}-thread kernel time, F=16 float32, N=4096 rows, preallocated output")
+    print(f"serial vs {T}-thread kernel time (min over {repeats} interleaved runs of a loop), "
+          "float32, preallocated output")
     rows = []
     try:
-        for op in ("gather", "scatter"):
+        for op, F, N in (("gather", 16, 4096), ("scatter", 64, 1024)):
             cross = None
             for kb in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096):
-                E = max(1, kb * 1024 // 64)
-                idx, x, src = _index_data(4096, E, 16, "uniform")
-                out = np.empty((E if op == "gather" else 4096, 16), np.float32)
+                E = max(1, kb * 1024 // (4 * F))
+                idx, x, src = _index_data(N, E, F, "uniform")
+                out = np.empty((E if op == "gather" else N, F), np.float32)
                 inner = max(1, 2_000_000 // (kb * 1024))
 
                 def loop(thr: int, op: str = op, idx: np.ndarray = idx, x: np.ndarray = x,
@@ -314,12 +322,12 @@ def _bench_threshold(T: int, repeats: int) -> int:
                     for _ in range(inner):
                         f(a, idx, out, T)
 
-                med = interleaved({"serial": lambda: loop(big), "parallel": lambda: loop(0)},
-                                  repeats)
-                s, p = med["serial"] / inner, med["parallel"] / inner
+                interleaved({"serial": lambda: loop(big), "parallel": lambda: loop(0)}, repeats)
+                s, p = (min(v) / inner for v in interleaved.times.values())  # type: ignore
                 if cross is None and p < s:
                     cross = kb
-                rows.append([op, f"{kb} KiB", f"{s * 1e6:.1f}", f"{p * 1e6:.1f}", f"{s / p:.2f}"])
+                rows.append([f"{op} F={F}", f"{kb} KiB", f"{s * 1e6:.1f}", f"{p * 1e6:.1f}",
+                             f"{s / p:.2f}"])
             rows.append([op, f"-> parallel first faster at {cross} KiB", "", "", ""])
     finally:
         _kernels.set_parallel_thresholds(**old)

@@ -44,7 +44,7 @@ def np_add_at(src: np.ndarray, idx, n: int) -> np.ndarray:
 @pytest.fixture
 def force_parallel():
     """Make every kernel call take its parallel path, restoring the thresholds after."""
-    old = _kernels.set_parallel_thresholds(gather=0, scatter=0)
+    old = _kernels.set_parallel_thresholds(gather=0, scatter=0, scatter_min_row_bytes=0)
     yield
     _kernels.set_parallel_thresholds(**old)
 
@@ -308,14 +308,18 @@ def _large(dtype, E=60_000, N=5_000, F=7, seed=4, order="uniform"):
 @pytest.mark.parametrize("F", [1, 16, 70])
 def test_large_inputs_cross_the_parallel_threshold(dtype, F):
     """Above the default thresholds (no forcing): the parallel kernels run and agree."""
-    E = 8 * _kernels.get_parallel_thresholds()["gather"] // (F * np.dtype(dtype).itemsize) + 1
-    x, idx, src = _large(dtype, E=min(E, 400_000), F=F)
+    itemsize = np.dtype(dtype).itemsize
+    E = 2 * max(_kernels.get_parallel_thresholds().values()) // (F * itemsize) + 1
+    E = min(E, 400_000)
+    assert E * F * itemsize >= _kernels.get_parallel_thresholds()["gather"]
+    x, idx, src = _large(dtype, E=E, F=F)
     rtx.set_num_threads(2)
     got = rtx.index_select(rtx.tensor(x), idx).numpy()
     assert _kernels.last_kernel_thread_ids() == ([0, 1] if OMP else [0])
     np.testing.assert_array_equal(bits(got), bits(x[idx]))
     got = rtx.index_add(rtx.tensor(src[: len(idx)]), idx, x.shape[0]).numpy()
-    expect_parallel = OMP and F * np.dtype(dtype).itemsize >= 64
+    expect_parallel = OMP and F * itemsize >= _kernels.get_parallel_thresholds()[
+        "scatter_min_row_bytes"]
     assert _kernels.last_kernel_thread_ids() == ([0, 1] if expect_parallel else [0])
     np.testing.assert_array_equal(bits(got), bits(np_add_at(src[: len(idx)], idx, x.shape[0])))
 
@@ -352,7 +356,8 @@ def test_threshold_setter_validates():
         _kernels.set_parallel_thresholds(gather=-1)
     with pytest.raises(ValueError):
         _kernels.set_parallel_thresholds(scatter=1.5)
-    assert set(_kernels.get_parallel_thresholds()) == {"gather", "scatter"}
+    assert set(_kernels.get_parallel_thresholds()) == {"gather", "scatter",
+                                                       "scatter_min_row_bytes"}
 
 
 @pytest.mark.parametrize("op", ["select", "add"])
