@@ -129,10 +129,15 @@ def _time(fn: Callable[[], Any]) -> float:
 
 def run(
     n_ops: int = 100, size: int = 16, dtype: str = "float32", reps: int = 200,
-    with_torch: bool = True, out: Any = sys.stdout,
+    with_torch: bool = True, out: Any = sys.stdout, threads: int | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark; returns the medians (microseconds per op) and ratios."""
+    """Run the benchmark; returns the medians (microseconds per op) and ratios.
+
+    ``threads``: thread count for rtx and torch (default: rtx.get_num_threads()).
+    """
     dt = np.dtype(dtype)
+    if threads is not None:
+        rtx.set_num_threads(threads)
     arrays = _operands(size, dt)
     torch = None
     if with_torch:
@@ -140,6 +145,8 @@ def run(
             import torch  # type: ignore[no-redef]
         except ImportError:
             torch = None
+    if torch is not None:
+        torch.set_num_threads(rtx.get_num_threads())
     r = _rtx_case(arrays, n_ops)
     t = _torch_case(torch, arrays, n_ops) if torch is not None else None
     _check_same(r, t, dt)
@@ -188,8 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--reps", type=int, default=200, help="timed repetitions (default 200)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for rtx and torch (default: rtx.get_num_threads())")
     a = p.parse_args(argv)
-    run(a.ops, a.size, a.dtype, a.reps, not a.no_torch)
+    run(a.ops, a.size, a.dtype, a.reps, not a.no_torch, threads=a.threads)
     return 0
 
 

@@ -388,6 +388,35 @@ def bench_index(args: argparse.Namespace) -> int:
     return 0
 
 
+# -------------------------------------------------------------------- tape benchmark
+def _tape_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ops", type=int, default=100, help="chain length (default 100)")
+    p.add_argument("--size", type=int, default=16, help="operand side (default 16)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
+
+
+@subcommand("tape", "autograd tape overhead per op on small tensors, against PyTorch eager",
+            _tape_arguments)
+def bench_tape(args: argparse.Namespace) -> int:
+    """Runs benchmarks/bench_tape.py of the source tree (not shipped in wheels)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_tape.py"
+    if not path.is_file():
+        print(f"the tape benchmark lives in the source tree ({path} not found)", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location("rtx_bench_tape", path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    print(f"# rtx tape benchmark, {today()}")
+    print(f"# machine: {machine()}")
+    mod.run(args.ops, args.size, args.dtype, args.repeats or 200, not args.no_torch,
+            threads=args.threads)
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())
 
