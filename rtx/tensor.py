@@ -125,6 +125,8 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if self._node is not None:
+            if requires_grad:  # a non-leaf already requires grad (as in PyTorch)
+                return self
             raise RuntimeError(
                 "requires_grad can only be changed on leaf tensors; use .detach() first"
             )
@@ -155,6 +157,8 @@ class Tensor:
             g = B.full(self.shape, 1, self.dtype)
         else:
             gt = grad if isinstance(grad, Tensor) else _as_tensor(grad, self._ad, self.dtype)
+            if gt._ad is not self._ad:
+                raise TypeError("backward(): grad lives on a different backend than the tensor")
             if gt.shape != self.shape:
                 raise ValueError(
                     f"backward(): grad has shape {gt.shape}, expected {self.shape}"

@@ -331,3 +331,21 @@ def test_autograd_backward_several_roots():
     a, b = x * 2, (x * x).sum()
     rtx.autograd.backward([a, b], [rtx.tensor(np.array([1.0, 1.0])), None])
     np.testing.assert_array_equal(x.grad.numpy(), [2 + 2.0, 2 + 4.0])
+
+
+def test_non_leaf_requires_grad_true_is_a_no_op():
+    x = leaf([1.0])
+    y = x * 2
+    assert y.requires_grad_() is y and y.requires_grad
+
+
+def test_tensors_from_another_backend_are_refused(backend):
+    other = rtx.CpuBackend() if backend.name == "minimal" else rtx.MinimalBackend()
+    x = leaf([1.0, 2.0])
+    with rtx.use_backend(other):
+        g = rtx.tensor(np.array([1.0, 1.0]))
+        z = rtx.tensor(np.array([1.0, 1.0]), requires_grad=True)
+    with pytest.raises(TypeError, match="different backend"):
+        (x * 2).backward(g)
+    with pytest.raises(TypeError, match="different backends"):
+        x * z
