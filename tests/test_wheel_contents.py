@@ -52,8 +52,8 @@ def test_stubs_match_the_compiled_module(tmp_path):
     cfg = tmp_path / "mypy.ini"
     cfg.write_text(
         f"[mypy]\npython_version = 3.10\ncache_dir = {tmp_path / 'cache'}\n"
-        # numpy types buffers as collections.abc.Buffer only from Python 3.12
-        "[mypy-rtx.backend.cpu]\ndisable_error_code = call-overload\n"
+        # Only the stub is under test here: type errors elsewhere are mypy's job.
+        "[mypy-rtx.*]\nignore_errors = True\n[mypy-rtx._kernels]\nignore_errors = False\n"
     )
     allow = tmp_path / "allowlist.txt"
     allow.write_text("\n".join(STUBTEST_ALLOWLIST) + "\n")

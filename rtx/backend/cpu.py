@@ -34,7 +34,8 @@ def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
     # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
     # memoryview in between): half the cost of frombuffer + reshape.
-    return _ndarray(shape, dtype, storage)
+    # (numpy's stubs type buffers as collections.abc.Buffer only from Python 3.12)
+    return _ndarray(shape, dtype, storage)  # type: ignore[arg-type]
 
 
 def own(a: np.ndarray) -> np.ndarray:
@@ -226,7 +227,8 @@ class CpuBackend(Backend):
 
     # ----------------------------------------------------------- activation
     def relu(self, a: np.ndarray) -> np.ndarray:
-        return self._binary(np.maximum, a, a.dtype.type(0))
+        # a Python 0 keeps float arrays on _binary's fast path (same result and dtype)
+        return self._binary(np.maximum, a, 0 if a.dtype.kind == "f" else a.dtype.type(0))
 
     def leaky_relu(self, a: np.ndarray, negative_slope: float = 0.01) -> np.ndarray:
         return own(np_leaky_relu(a, negative_slope))
@@ -235,7 +237,21 @@ class CpuBackend(Backend):
         return own(np_elu(a, alpha))
 
     def sigmoid(self, a: np.ndarray) -> np.ndarray:
-        return own(np_sigmoid(a))
+        if a.dtype.kind != "f":
+            return own(np_sigmoid(a))
+        # np_sigmoid's formulas (1/(1+e) for x >= 0, e/(1+e) below, e = exp(-|x|)),
+        # bit for bit, computed in place: ~4x less time on small arrays.
+        e = empty(a.shape, a.dtype)
+        np.abs(a, out=e)
+        np.negative(e, out=e)
+        np.exp(e, out=e)
+        out = empty(a.shape, a.dtype)
+        np.add(e, 1, out=out)
+        neg = a < 0
+        np.true_divide(e, out, out=e, where=neg)
+        np.true_divide(1, out, out=out)
+        np.copyto(out, e, where=neg)
+        return out
 
     def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
         out = empty(a.shape, a.dtype)
@@ -265,17 +281,17 @@ class CpuBackend(Backend):
 
     def sum(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
         dt = a.dtype if a.dtype.kind in "fc" else np.dtype(np.int64)
-        return self._reduce(np.sum, a, dim, keepdim, dt)
+        return self._reduce(np.add.reduce, a, dim, keepdim, dt)  # what np.sum calls
 
     def mean(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
         dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
         return self._reduce(np.mean, a, dim, keepdim, dt)
 
     def max(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
-        return self._reduce(np.max, a, dim, keepdim)
+        return self._reduce(np.maximum.reduce, a, dim, keepdim)  # what np.max calls
 
     def min(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
-        return self._reduce(np.min, a, dim, keepdim)
+        return self._reduce(np.minimum.reduce, a, dim, keepdim)  # what np.min calls
 
     def argmax(self, a: np.ndarray, dim: int | None = None, keepdim: bool = False) -> np.ndarray:
         if dim is None:
