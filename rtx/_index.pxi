@@ -84,7 +84,7 @@ cdef enum:
     MAX_SAMPLE_BUCKETS = 1024
     SAMPLE_SIZE = 8192
     COMPACT_BLOCK = 2048
-    PREFETCH_AHEAD = 8
+    PREFETCH_AHEAD = 4
 
 cdef extern from *:
     """
@@ -93,6 +93,13 @@ cdef extern from *:
     #else
     #define rtx_prefetch(p) ((void)0)
     #endif
+    /* Prefetch a whole row (up to 2 KiB of it), one request per cache line. */
+    static inline void rtx_prefetch_row(const void* p, size_t nbytes) {
+        const char* c = (const char*)p;
+        size_t off;
+        if (nbytes > 2048) nbytes = 2048;
+        for (off = 0; off < nbytes; off += 64) rtx_prefetch(c + off);
+    }
     #if defined(__SSE2__) || defined(_M_X64)
     #include <emmintrin.h>
     #define RTX_HAVE_STREAM 1
@@ -120,6 +127,7 @@ cdef extern from *:
     #endif
     """
     void rtx_prefetch(const void* p) noexcept nogil
+    void rtx_prefetch_row(const void* p, size_t nbytes) noexcept nogil
     int RTX_HAVE_STREAM
     void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil
     void rtx_store_fence() noexcept nogil
@@ -215,7 +223,7 @@ cdef void _gather_block(const real* xp, const index_t* ip, real* op,
     elif stream:
         for i in range(i0, i1):
             if i + PREFETCH_AHEAD < i1:
-                rtx_prefetch(xp + <Py_ssize_t>ip[i + PREFETCH_AHEAD] * F)
+                rtx_prefetch_row(xp + <Py_ssize_t>ip[i + PREFETCH_AHEAD] * F, rowbytes)
             rtx_stream_copy(op + i * F, xp + <Py_ssize_t>ip[i] * F, rowbytes)
         rtx_store_fence()
     else:
@@ -320,8 +328,8 @@ cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py
             for k in range(n):
                 if k + PREFETCH_AHEAD < n:
                     p = pos[k + PREFETCH_AHEAD]
-                    rtx_prefetch(sp + p * F)
-                    rtx_prefetch(op + dst[k + PREFETCH_AHEAD] * F)
+                    rtx_prefetch_row(sp + p * F, <size_t>F * sizeof(real))
+                    rtx_prefetch_row(op + dst[k + PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
                 _add_row(op + dst[k] * F, sp + pos[k] * F, F)
         b = end
 
@@ -396,7 +404,7 @@ cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, P
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
             if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch(sp + perm[k + PREFETCH_AHEAD] * F)
+                rtx_prefetch_row(sp + perm[k + PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
             _add_row(row, sp + perm[k] * F, F)
 
 
