@@ -237,21 +237,7 @@ class CpuBackend(Backend):
         return own(np_elu(a, alpha))
 
     def sigmoid(self, a: np.ndarray) -> np.ndarray:
-        if a.dtype.kind != "f":
-            return own(np_sigmoid(a))
-        # np_sigmoid's formulas (1/(1+e) for x >= 0, e/(1+e) below, e = exp(-|x|)),
-        # bit for bit, computed in place: ~4x less time on small arrays.
-        e = empty(a.shape, a.dtype)
-        np.abs(a, out=e)
-        np.negative(e, out=e)
-        np.exp(e, out=e)
-        out = empty(a.shape, a.dtype)
-        np.add(e, 1, out=out)
-        neg = a < 0
-        np.true_divide(e, out, out=e, where=neg)
-        np.true_divide(1, out, out=out)
-        np.copyto(out, e, where=neg)
-        return out
+        return own(np_sigmoid(a))
 
     def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
         out = empty(a.shape, a.dtype)
