@@ -129,11 +129,15 @@ def _time(fn: Callable[[], Any]) -> float:
 
 def run(
     n_ops: int = 100, size: int = 16, dtype: str = "float32", reps: int = 200,
-    with_torch: bool = True, out: Any = sys.stdout, threads: int | None = None,
+    with_torch: bool = True, out: Any = sys.stdout, threads: int | None = 1,
 ) -> dict[str, Any]:
     """Run the benchmark; returns the medians (microseconds per op) and ratios.
 
-    ``threads``: thread count for rtx and torch (default: rtx.get_num_threads()).
+    ``threads``: thread count for rtx and torch, 1 by default: ops on 16x16
+    operands never run in parallel in either library, and on a loaded 2-core
+    machine torch's idle intra-op workers made its per-op time swing from ~6 to
+    ~130 us (measured), which says nothing about the tape.  ``None``: keep
+    rtx.get_num_threads() for both.
     """
     dt = np.dtype(dtype)
     if threads is not None:
@@ -195,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--reps", type=int, default=200, help="timed repetitions (default 200)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
-    p.add_argument("--threads", type=int, default=None,
-                   help="threads for rtx and torch (default: rtx.get_num_threads())")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads for rtx and torch (default 1: small ops run serially anyway)")
     a = p.parse_args(argv)
     run(a.ops, a.size, a.dtype, a.reps, not a.no_torch, threads=a.threads)
     return 0

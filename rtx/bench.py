@@ -412,8 +412,9 @@ def bench_tape(args: argparse.Namespace) -> int:
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     print(f"# rtx tape benchmark, {today()}")
     print(f"# machine: {machine()}")
+    # one thread unless --threads says otherwise: see run()'s docstring
     mod.run(args.ops, args.size, args.dtype, args.repeats or 200, not args.no_torch,
-            threads=args.threads)
+            threads=args.threads if args.threads is not None else 1)
     return 0
 
 
