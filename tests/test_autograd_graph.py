@@ -349,3 +349,26 @@ def test_tensors_from_another_backend_are_refused(backend):
         (x * 2).backward(g)
     with pytest.raises(TypeError, match="different backends"):
         x * z
+
+
+def test_float32_gradients_match_float64_and_keep_the_leaf_dtype():
+    a, w = rnd((3, 4), 26), rnd((4, 2), 27)
+    grads = {}
+    for dt in (np.float32, np.float64):
+        x = rtx.tensor(a.astype(dt), requires_grad=True)
+        v = rtx.tensor(w.astype(dt), requires_grad=True)
+        ((x @ v).tanh().log_softmax(-1) * 0.5).sum().backward()
+        assert x.grad.dtype == dt and v.grad.dtype == dt
+        grads[dt] = (x.grad.numpy(), v.grad.numpy())
+    for g32, g64 in zip(grads[np.float32], grads[np.float64], strict=True):
+        np.testing.assert_allclose(g32, g64, rtol=1e-5, atol=1e-6)
+
+
+def test_mixed_precision_gradient_is_cast_to_each_leaf():
+    x = rtx.tensor(np.array([1.0, 2.0], dtype=np.float32), requires_grad=True)
+    y = leaf([3.0, 4.0])
+    z = x * y  # float64 result
+    assert z.dtype == np.float64
+    z.sum().backward()
+    assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
