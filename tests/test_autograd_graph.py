@@ -372,3 +372,19 @@ def test_mixed_precision_gradient_is_cast_to_each_leaf():
     z.sum().backward()
     assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+
+
+def test_autograd_grad_runs_only_what_the_inputs_need():
+    x = leaf([1.0, 2.0])
+    h = x.exp()
+    out = (h * h).sum()
+    (gh,) = rtx.autograd.grad(out, h)  # does not go below h ...
+    np.testing.assert_allclose(gh.numpy(), 2 * np.exp([1.0, 2.0]), rtol=1e-15)
+    (h * 3).sum().backward()  # ... so h's own graph is intact
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp([1.0, 2.0]), rtol=1e-15)
+    y = leaf([0.5])
+    g = x * 2
+    gx, gg = rtx.autograd.grad((g * y).sum(), (x, g))  # a target below another
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(gg.numpy(), [0.5, 0.5])
+    assert y.grad is None

@@ -88,6 +88,48 @@ def _released_error(n: Node) -> RuntimeError:
     )
 
 
+def _runs_needed(roots: list[Any], targets: dict[int, Any]) -> set[int]:
+    """For ``grad()``: ids of the nodes whose backward must run to reach ``targets``
+    (a node runs iff one of its inputs is a target or itself runs); iterative."""
+    reach: dict[int, bool] = {}  # node id -> some target at or below it
+    run: set[int] = set()
+    stack: list[tuple[Node, int]] = []
+    for r in roots:
+        if type(r) is OutputEdge:
+            r = r.node
+        if type(r) is Node and id(r) not in reach:
+            stack.append((r, 0))
+            reach[id(r)] = False  # provisional (the graph is a DAG: no cycle can see it)
+        while stack:
+            node, i = stack.pop()
+            parents = node.parents
+            while i < len(parents):
+                p = parents[i]
+                i += 1
+                if type(p) is OutputEdge:
+                    p = p.node
+                if type(p) is Node and id(p) not in reach:
+                    reach[id(p)] = False
+                    stack.append((node, i))
+                    stack.append((p, 0))
+                    break
+            else:
+                runs = False
+                for p in parents:
+                    if p is None:
+                        continue
+                    if type(p) is OutputEdge:
+                        p = p.node
+                    k = id(p)
+                    if k in targets or reach.get(k, False):
+                        runs = True
+                        break
+                if runs:
+                    run.add(id(node))
+                reach[id(node)] = runs or id(node) in targets
+    return run
+
+
 def _engine(
     B: Any,
     roots: list[tuple[Any, Any, bool]],
@@ -103,8 +145,11 @@ def _engine(
 
     Without ``capture``: returns ``{id(leaf): [leaf, grad, shared]}`` for every
     reached leaf.  With ``capture`` (``{id(node or leaf): output index or
-    None}``): returns ``{id: [grad, shared]}`` for those targets instead.
+    None}``): returns ``{id: [grad, shared]}`` for those targets instead, and
+    runs (and releases) only the nodes on a path to a target, as
+    ``torch.autograd.grad`` does.
     """
+    needed = None if capture is None else _runs_needed([r[0] for r in roots], capture)
     grads: dict[int, Any] = {}
     shared: set[int] = set()
     leaf_grads: dict[int, list[Any]] = {}
@@ -160,8 +205,11 @@ def _engine(
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
-        if capture is not None and key in capture:
-            captured[key] = [list(g) if type(g) is list else g, g_shared]
+        if needed is not None:
+            if key in capture:
+                captured[key] = [list(g) if type(g) is list else g, g_shared]
+            if key not in needed:
+                continue
         op = n.op
         in_grads = op.backward(n.ctx, B, g)
         del g
