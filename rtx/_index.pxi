@@ -20,6 +20,8 @@
 #   COLS  each thread owns a block of feature columns for every row.  Balanced
 #         for any index distribution; chosen for wide rows.
 
+from cython.parallel cimport parallel
+
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -235,12 +237,14 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
                 int num_threads):
     """out[i, :] = x[idx[i], :] (indices pre-validated).
 
-    Parallel over contiguous blocks of output rows when at least
-    ``GATHER_PARALLEL_MIN`` bytes are copied; serial below.
+    Parallel when at least ``GATHER_PARALLEL_MIN`` bytes are copied, serial
+    below.  The rows are cut into about 8 chunks per thread, handed out
+    dynamically: on a shared machine a thread the OS runs late then finds
+    most chunks done by the others instead of holding up a fixed half.
     """
     cdef Py_ssize_t E = idx.shape[0]
     cdef Py_ssize_t F = x.shape[1]
-    cdef Py_ssize_t t, T, chunk, i0, i1
+    cdef Py_ssize_t c, T, chunk, nchunks, i0, i1, min_rows
     cdef const real* xp
     cdef const index_t* ip
     cdef real* op
@@ -261,16 +265,20 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     stream = (RTX_HAVE_STREAM and E * F * <Py_ssize_t>sizeof(real) >= GATHER_STREAM_MIN
               and (F * sizeof(real)) % 16 == 0 and (<size_t>op) % 16 == 0)
     with nogil:
-        _reset_seen()
         if T > 1 and E * F * <Py_ssize_t>sizeof(real) >= GATHER_PARALLEL_MIN:
-            chunk = (E + T - 1) // T
-            for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            chunk = (E + 8 * T - 1) // (8 * T)
+            # chunks of at least 64 KiB of output
+            min_rows = (65536 // <Py_ssize_t>sizeof(real) + F - 1) // F
+            if chunk < min_rows:
+                chunk = min_rows
+            nchunks = (E + chunk - 1) // chunk
+            with parallel(num_threads=T):
                 _mark_seen()
-                i0 = t * chunk
-                i1 = i0 + chunk
-                if i1 > E:
-                    i1 = E
-                if i0 < i1:
+                for c in prange(nchunks, schedule="dynamic", chunksize=1):
+                    i0 = c * chunk
+                    i1 = i0 + chunk
+                    if i1 > E:
+                        i1 = E
                     _gather_block(xp, ip, op, i0, i1, F, stream)
         else:
             _mark_seen()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
+import os
 import platform
 import statistics
 import sys
@@ -158,6 +159,13 @@ def _ms(t: float) -> str:
     return f"{t * 1e3:.2f}" if t < 0.01 else f"{t * 1e3:.1f}"
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def _try_import(name: str) -> Any:
     try:
         return __import__(name)
@@ -175,6 +183,8 @@ def _index_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--features", type=str, default="1,16,64,256", help="F values, comma separated")
     p.add_argument("--orders", type=str, default="uniform,sorted")
     p.add_argument("--ops", type=str, default="select,add")
+    p.add_argument("--anchors", type=str, default="numpy,scipy,torch",
+                   help="optional anchors to time when installed (numpy always runs)")
     p.add_argument("--oracle-max", type=int, default=64_000_000,
                    help="run np.add.at only when E*F is at most this (it takes seconds)")
     p.add_argument("--threshold", action="store_true",
@@ -351,11 +361,12 @@ def bench_index(args: argparse.Namespace) -> int:
         N, E, Fs = 2_000, 20_000, [1, 16]
     else:
         N, E, Fs = args.rows, args.indices, [int(f) for f in args.features.split(",")]
-    torch = _try_import("torch")
+    anchors = args.anchors.split(",")
+    torch = _try_import("torch") if "torch" in anchors else None
     if torch is not None:
         torch.set_num_threads(T)
     scipy_sparse = None
-    if _try_import("scipy") is not None:
+    if "scipy" in anchors and _try_import("scipy") is not None:
         import scipy.sparse as scipy_sparse
     bw = copy_bandwidth(64 << 20 if args.quick else 256 << 20, T)
     print(f"# rtx index benchmark, {today()}")
@@ -369,6 +380,8 @@ def bench_index(args: argparse.Namespace) -> int:
     print(f"# copy bandwidth (read+write): {bw['parallel']:.1f} GB/s on {T} threads, "
           f"{bw['numpy']:.1f} GB/s np.copyto on 1; %bw below is against the {T}-thread figure")
     print(f"# parallel thresholds (bytes moved): {rtx._kernels.get_parallel_thresholds()}")
+    print(f"# load average at start (1/5/15 min): {_loadavg()}: other processes on a shared "
+          "machine stall every parallel region (its join waits for a descheduled thread)")
     rows: list[list[str]] = []
     ops = args.ops.split(",")
     for F in Fs:
@@ -380,8 +393,9 @@ def bench_index(args: argparse.Namespace) -> int:
             if "add" in ops:
                 rows += _bench_add(N, E, F, order, T, repeats, torch, scipy_sparse,
                                    bw["parallel"], args.oracle_max, args.strategies)
-            sys.stdout.flush()
+            print(f"# done F={F} {order}", file=sys.stderr, flush=True)
     print(table(["case", "implementation", "median ms", "x rtx time", "GB/s", "%bw"], rows))
+    print(f"# load average at end (1/5/15 min): {_loadavg()}")
     print("x rtx time: the case's median over rtx's (> 1: rtx is faster).  GB/s: bytes read and")
     print("written (data + indices) per second.  rtx index_add keeps no grouping cache:")
     print("cold == warm.")

@@ -163,6 +163,17 @@ def test_non_native_and_readonly_indices(backend, dtype):
                                   np_add_at(x[:3], [5, 1, 1], 6))
 
 
+@pytest.mark.parametrize("idx_dtype", INDEX_DTYPES, ids=["i32", "i64"])
+def test_misaligned_indices(backend, idx_dtype):
+    buf = np.zeros(np.dtype(idx_dtype).itemsize * 4 + 1, np.uint8)
+    idx = np.frombuffer(buf.data, dtype=idx_dtype, count=4, offset=1)
+    assert not idx.flags.aligned
+    x = np.arange(10.0).reshape(5, 2)
+    np.testing.assert_array_equal(rtx.index_select(rtx.tensor(x), idx).numpy(), x[[0] * 4])
+    np.testing.assert_array_equal(rtx.index_add(rtx.tensor(x[:4]), idx, 1).numpy(),
+                                  x[:4].sum(0, keepdims=True))
+
+
 def test_kernel_on_readonly_numpy_input():
     B = rtx.CpuBackend()
     x = np.arange(20, dtype=np.float32).reshape(10, 2)
@@ -259,7 +270,7 @@ def test_zero_dim_data_rejected(backend):
         rtx.index_add(rtx.tensor(np.float64(1.0)), [0], 1)
 
 
-@pytest.mark.parametrize("num_rows,row", [(2**48, (4,)), (2**40, (2**30,))])
+@pytest.mark.parametrize("num_rows,row", [(2**48, (4,)), (2**40, (2**30,)), (2**70, (1,))])
 def test_index_add_huge_num_rows_is_memory_error(backend, num_rows, row):
     src = rtx.tensor(np.ones((0,) + row, np.float32))  # no elements, wide rows
     with pytest.raises(MemoryError):
@@ -270,6 +281,10 @@ def test_index_add_huge_num_rows_with_indices(backend):
     src = rtx.tensor(np.ones((2, 8), np.float32))
     with pytest.raises(MemoryError):
         rtx.index_add(src, [0, 2**45], 2**50)
+    with pytest.raises(MemoryError):
+        rtx.index_add(src, [0, 2**62], 2**70)
+    with pytest.raises((IndexError, MemoryError)):
+        rtx.index_add(src, [0, -1], 2**70)
     # the process is fine afterwards
     assert rtx.index_add(src, [0, 0], 1).numpy()[0, 0] == 2.0
 
@@ -509,3 +524,20 @@ def test_property_index_add_matches_np_add_at(backend, case, threads, strategy):
     out = np.full((n, row), np.inf, src.dtype)
     _kernels.scatter_add_rows(flat, idx, out, threads, _kernels.SCATTER_STRATEGIES[strategy])
     np.testing.assert_array_equal(bits(out), bits(ref.reshape(n, row)))
+
+
+# ------------------------------------------------------- benchmark smoke
+def test_benchmark_quick_mode_runs():
+    """``python -m rtx.bench index --quick`` runs end to end (it also checks
+    rtx against numpy/scipy before timing); no timing is asserted."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rtx.bench", "index", "--quick", "--repeats", "1",
+         "--anchors", "numpy,scipy"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "rtx.index_select" in r.stdout and "rtx.index_add" in r.stdout
+    assert "copy bandwidth" in r.stdout

@@ -60,8 +60,9 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
         ):
             # Python ints too large for int64: out of range by definition.
             vals = arr.tolist()
-            bad = next(i for i, v in enumerate(vals) if not (-(2**63) <= v < 2**63))
-            raise IndexError(f"{op}(): indices[{bad}] = {vals[bad]} is out of range")
+            bad = next((i for i, v in enumerate(vals) if not (-(2**63) <= v < 2**63)), None)
+            if bad is not None:
+                raise IndexError(f"{op}(): indices[{bad}] = {vals[bad]} is out of range")
         raise TypeError(
             f"{op}(): indices must have dtype int32 or int64, got {arr.dtype}"
         )
@@ -70,7 +71,7 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     if not arr.flags.c_contiguous or not arr.flags.aligned:
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C")  # a fresh copy: ascontiguousarray keeps misalignment
     return arr
 
 
@@ -78,7 +79,8 @@ def check_bounds(idx: np.ndarray, n: int, op: str) -> None:
     """Raise IndexError naming the first index outside ``[0, n)``."""
     from .. import _kernels
 
-    bad = _kernels.first_out_of_bounds(idx, n)
+    # int32/int64 indices are all below 2**63 - 1: a larger n changes nothing
+    bad = _kernels.first_out_of_bounds(idx, min(n, sys.maxsize))
     if bad >= 0:
         raise IndexError(
             f"{op}(): indices[{bad}] = {int(idx[bad])} is out of range for a dimension "
@@ -97,6 +99,8 @@ def check_num_rows(num_rows: Any) -> int:
         ) from None
     if n < 0:
         raise ValueError(f"index_add(): num_rows must be >= 0, got {n}")
+    if n > sys.maxsize:
+        raise MemoryError(f"index_add(): num_rows = {n} is too large for this platform")
     return n
 
 
