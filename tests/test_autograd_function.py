@@ -282,3 +282,23 @@ def test_check_adjoint_accepts_adjoints_and_rejects_non_adjoints():
                       lambda y: rtx.index_add(y, idx[::-1].copy(), 4), (4, 2), (4, 2))
     with pytest.raises(GradcheckError, match="shape"):
         check_adjoint(lambda x: x, lambda y: y, (2, 3), (3, 2))
+
+
+def test_set_materialize_grads_false_passes_none():
+    seen = []
+
+    class Two(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g2, g3):
+            seen.append((g2 is None, g3 is None))
+            return (g2 * 2 if g2 is not None else 0) + (g3 * 3 if g3 is not None else 0)
+
+    x = leaf(rnd((2,), 24))
+    Two.apply(x)[1].sum().backward()
+    assert seen == [(True, False)]
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
