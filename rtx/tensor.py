@@ -59,7 +59,7 @@ class Tensor:
     _value: Any
     _ad: Autodiff
     _rg: bool
-    _node: Node | None
+    _node: Node | OutputEdge | None  # OutputEdge: one output of a multi-output Function
     grad: Tensor | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -112,7 +112,7 @@ class Tensor:
     @property
     def grad_fn(self) -> Node | None:
         node = self._node
-        return node.node if type(node) is OutputEdge else node  # multi-output Function
+        return node.node if isinstance(node, OutputEdge) else node  # multi-output Function
 
     # ------------------------------------------------------------ autograd
     @property

@@ -42,6 +42,11 @@ class FunctionCtx:
     """The ``ctx`` of a ``Function``: saved state for its backward."""
 
     needs_input_grad: tuple[bool, ...]
+    # set by Function.apply when the call is recorded
+    _ad: Any
+    _n_out: int
+    _in_meta: list[Any]
+    _out_meta: list[Any]
 
     def __init__(self) -> None:
         self.needs_input_grad = ()
@@ -53,7 +58,7 @@ class FunctionCtx:
         """Keep ``tensors`` (or ``None`` s) for ``backward`` (read them back as
         ``ctx.saved_tensors``)."""
         Tensor = _tensor_cls()
-        saved = []
+        saved: list[tuple[Any, Any] | None] = []
         for i, t in enumerate(tensors):
             if t is None:
                 saved.append(None)
@@ -117,7 +122,7 @@ class _FunctionOp:
                     f"function {self.name}Backward returned an incorrect number of "
                     f"gradients (expected {n_in}, got {len(res)})"
                 )
-        out = []
+        out: list[Any] = []
         for i, (r, meta) in enumerate(zip(res, ctx._in_meta, strict=True)):
             if r is None or meta is None:
                 out.append(None)

@@ -37,6 +37,7 @@ def _tensor_cls() -> Any:
 
 def _outputs(res: Any) -> list[Any]:
     Tensor = _tensor_cls()
+    outs: list[Any] | None
     if isinstance(res, Tensor):
         outs = [res]
     else:

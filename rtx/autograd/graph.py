@@ -205,7 +205,7 @@ def _engine(
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
-        if needed is not None:
+        if needed is not None and capture is not None:
             if key in capture:
                 captured[key] = [list(g) if type(g) is list else g, g_shared]
             if key not in needed:
