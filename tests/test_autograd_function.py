@@ -302,3 +302,26 @@ def test_set_materialize_grads_false_passes_none():
     Two.apply(x)[1].sum().backward()
     assert seen == [(True, False)]
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_function_returning_saved_state_as_gradient_is_not_aliased():
+    class Scale(Function):  # y = c * x with the constant c saved; dy/dx = c
+        @staticmethod
+        def forward(ctx, x, c):
+            ctx.save_for_backward(c)
+            return x * c
+
+        @staticmethod
+        def backward(ctx, g):
+            (c,) = ctx.saved_tensors
+            return c, None  # the saved tensor itself (valid since g is all ones here)
+
+    x = leaf([1.0, 2.0])
+    c = rtx.tensor(np.array([3.0, 4.0]))
+    y = Scale.apply(x, c).sum()
+    y.backward(retain_graph=True)
+    with rtx.no_grad():
+        x.grad.mul_(0.0)  # must not zero the saved c
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+    np.testing.assert_array_equal(c.numpy(), [3.0, 4.0])

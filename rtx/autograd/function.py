@@ -92,7 +92,7 @@ class _FunctionOp:
     """Adapter: a ``Function`` class as the tape's op (``name`` + ``backward``)."""
 
     differentiable = True
-    fresh_grads = False  # a user rule may return its incoming gradient
+    fresh_grads = None  # a user rule may return its incoming gradient or saved tensors
 
     def __init__(self, fn: type[Function]) -> None:
         self.fn = fn

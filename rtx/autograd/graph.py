@@ -213,8 +213,11 @@ def _engine(
         op = n.op
         in_grads = op.backward(n.ctx, B, g)
         del g
-        if op.fresh_grads:
+        fresh = op.fresh_grads
+        if fresh:
             sh = False
+        elif fresh is None:  # unknown (user code): may even return its saved state
+            sh = True
         else:
             sh = g_shared or sum(1 for ig in in_grads if ig is not None) > 1
         for parent, ig in zip(n.parents, in_grads, strict=False):

@@ -12,7 +12,9 @@ Gradients are reduced back to each input's shape (``unbroadcast``) explicitly,
 never left to luck.  ``fresh_grads = True`` declares that a rule returns only
 newly computed buffers (no alias of ``g`` or of each other); rules that pass
 ``g`` (or a view of it) through keep the default ``False`` and the engine
-copies such a buffer before it becomes a leaf's ``.grad``.
+copies such a buffer before it becomes a leaf's ``.grad`` when ``g`` was
+shared or went to several inputs; ``None`` (custom ``Function`` s) means
+anything may be returned, even saved state, so the engine always copies.
 """
 
 from __future__ import annotations
