@@ -66,6 +66,9 @@ cdef dict _cache = {}                # size class -> list of addresses (int)
 cdef bint _shutting_down = False     # after exit starts, freed blocks bypass the cache
 
 
+cdef Py_ssize_t MAX_STORAGE_BYTES = (<Py_ssize_t>1) << 62
+
+
 cdef inline Py_ssize_t _size_class(Py_ssize_t nbytes) noexcept:
     """Round a request up to its size class.
 
@@ -236,6 +239,9 @@ cdef class Storage:
     def __cinit__(self, Py_ssize_t nbytes, bint zero=False):
         if nbytes < 0:
             raise ValueError(f"Storage size must be >= 0, got {nbytes}")
+        if nbytes > MAX_STORAGE_BYTES:
+            # Beyond any address space (and _size_class would overflow on it).
+            raise MemoryError(f"rtx: cannot allocate {nbytes} bytes")
         self.ptr = NULL
         self.capacity = _size_class(nbytes)
         self.ptr = _alloc(self.capacity)

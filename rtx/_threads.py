@@ -12,6 +12,10 @@ import os
 from . import _kernels
 
 _requested: int | None = None
+# Upper bound on the threads one kernel call starts.  Larger requests are
+# clamped: libgomp crashes (SIGSEGV) when asked for tens of thousands of
+# threads, and the kernels' per-thread tables are sized for at most this many.
+MAX_THREADS = 256
 
 
 def _usable_cpus() -> int:
@@ -33,7 +37,7 @@ def _usable_cpus() -> int:
 def set_num_threads(n: int | None) -> None:
     """Set the number of threads rtx's kernels use.
 
-    ``n > 0``: exactly ``n``; ``n < 0``: ``usable_cpus + 1 + n`` (so ``-1`` is all
+    ``n > 0``: exactly ``n`` (at most ``MAX_THREADS``); ``n < 0``: ``usable_cpus + 1 + n`` (so ``-1`` is all
     cores, ``-2`` all but one); ``None``: back to the default.  ``0`` is an
     error.  Results never depend on this setting.
     """
@@ -47,7 +51,7 @@ def set_num_threads(n: int | None) -> None:
         raise ValueError("set_num_threads(0) is invalid: use a positive count, -1 or None")
     if n < 0:
         n = max(1, _usable_cpus() + 1 + n)
-    _requested = n
+    _requested = min(n, MAX_THREADS)
 
 
 def get_num_threads() -> int:

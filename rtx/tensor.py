@@ -434,8 +434,15 @@ class Tensor:
         d = _check_dim(dim, self.ndim)
         values = self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
         B = self._ad.inner
-        neg = B.neg(self._value) if name == "min" and self.dtype.kind != "b" else None
-        idx = B.argmax(self._value if neg is None else neg, d, keepdim)
+        if name == "min" and self.dtype.kind != "f":
+            # -x overflows at INT_MIN and bools cannot be negated: take the first
+            # position equal to the minimum instead (ints and bools have no NaN).
+            key = B.eq(self._value, B.min(self._value, d, True))
+        elif name == "min":
+            key = B.neg(self._value)      # first minimum; NaN wins, like numpy
+        else:
+            key = self._value
+        idx = B.argmax(key, d, keepdim)
         return MaxResult(values, Tensor._make(idx, self._ad))
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:

@@ -9,17 +9,23 @@ import numpy as np
 from ._host import HostRoundTrip
 
 
+def _float_dtype(x: np.ndarray) -> np.dtype:
+    """Floats keep their dtype; int/bool inputs give float64 (like exp, tanh)."""
+    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+
+
 def np_sigmoid(x: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(_float_dtype(x), copy=False)
 
 
 def np_elu(x: np.ndarray, alpha: float) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(_float_dtype(x),
+                                                                          copy=False)
 
 
 def np_leaky_relu(x: np.ndarray, slope: float) -> np.ndarray:
-    return np.where(x > 0, x, x * slope).astype(x.dtype, copy=False)
+    return np.where(x > 0, x, x * slope).astype(_float_dtype(x), copy=False)
 
 
 def np_softmax(x: np.ndarray, dim: int) -> np.ndarray:

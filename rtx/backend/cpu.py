@@ -31,7 +31,10 @@ def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
-    storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
+    try:
+        storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
+    except OverflowError:  # more bytes than a Py_ssize_t holds
+        raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
     # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
     # memoryview in between): half the cost of frombuffer + reshape.
     # (numpy's stubs type buffers as collections.abc.Buffer only from Python 3.12)
@@ -240,7 +243,7 @@ class CpuBackend(Backend):
         return own(np_sigmoid(a))
 
     def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
-        out = empty(a.shape, a.dtype)
+        out = empty(a.shape, a.dtype if a.dtype.kind == "f" else np.float64)
         if a.size == 0:
             return out
         np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
@@ -249,7 +252,7 @@ class CpuBackend(Backend):
         return out
 
     def log_softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
-        out = empty(a.shape, a.dtype)
+        out = empty(a.shape, a.dtype if a.dtype.kind == "f" else np.float64)
         if a.size == 0:
             return out
         np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
