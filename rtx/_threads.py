@@ -37,9 +37,9 @@ def _usable_cpus() -> int:
 def set_num_threads(n: int | None) -> None:
     """Set the number of threads rtx's kernels use.
 
-    ``n > 0``: exactly ``n`` (at most ``MAX_THREADS``); ``n < 0``: ``usable_cpus + 1 + n`` (so ``-1`` is all
-    cores, ``-2`` all but one); ``None``: back to the default.  ``0`` is an
-    error.  Results never depend on this setting.
+    ``n > 0``: exactly ``n`` (at most ``MAX_THREADS``); ``n < 0``:
+    ``usable_cpus + 1 + n`` (so ``-1`` is all cores, ``-2`` all but one);
+    ``None``: back to the default.  ``0`` is an error.  Results never depend on this setting.
     """
     global _requested
     if n is None:
