@@ -12,6 +12,21 @@ import os
 from . import _kernels
 
 _requested: int | None = None
+# GNU libgomp is not fork-safe: a child forked after the parent ran an OpenMP
+# parallel region inherits a thread pool whose threads do not exist in it, and
+# its next parallel region waits for them forever.  So in a forked child every
+# kernel runs on one thread (the serial paths start no OpenMP region at all).
+# Workers that need threads: use the "spawn" or "forkserver" start method.
+_forked_child = False
+
+
+def _after_fork_in_child() -> None:
+    global _forked_child
+    _forked_child = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 # Upper bound on the threads one kernel call starts.  Larger requests are
 # clamped: libgomp crashes (SIGSEGV) when asked for tens of thousands of
 # threads, and the kernels' per-thread tables are sized for at most this many.
@@ -56,7 +71,7 @@ def set_num_threads(n: int | None) -> None:
 
 def get_num_threads() -> int:
     """The number of threads the next kernel call will use."""
-    if not _kernels.openmp_enabled():
+    if not _kernels.openmp_enabled() or _forked_child:
         return 1
     if _requested is not None:
         return _requested
