@@ -522,3 +522,77 @@ def test_dlpack_capsules_freed_once_whatever_the_order():
             for j, o in alive.items():
                 arr = o.numpy() if isinstance(o, rtx.Tensor) else o
                 np.testing.assert_array_equal(arr, ref if j < 2 else ref[2:])
+
+
+# --------------------------------------- kernels at their edges (memcheck them)
+@pytest.fixture
+def parallel_everywhere():
+    """Every index kernel takes its parallel path, even on tiny inputs."""
+    old = _kernels.set_parallel_thresholds(gather=0, scatter=0, scatter_min_row_bytes=0)
+    old_stream = (_kernels.set_gather_stream_min(0)
+                  if hasattr(_kernels, "set_gather_stream_min") else None)
+    yield
+    _kernels.set_parallel_thresholds(**old)
+    if old_stream is not None:
+        _kernels.set_gather_stream_min(old_stream)
+    rtx.set_num_threads(None)
+
+
+STRATEGIES = sorted(getattr(_kernels, "SCATTER_STRATEGIES", {"auto": 0}))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("F", [1, 3, 4, 8, 9, 33])
+def test_gather_edges_every_path(dtype, itype, F, parallel_everywhere):
+    rng = np.random.default_rng(F)
+    for n, e in [(1, 0), (1, 5), (7, 1), (7, 37), (40, 200)]:
+        x = rng.standard_normal((n, F)).astype(dtype)
+        idx = rng.integers(0, n, e).astype(itype)
+        if e:
+            idx[-1] = n - 1                       # the last row: the edge of the buffer
+        for threads in (1, 2, 3):
+            rtx.set_num_threads(threads)
+            got = rtx.index_select(rtx.tensor(x), idx).numpy()
+            np.testing.assert_array_equal(got, x[idx])
+            out = np.full((e, F), -7, dtype=dtype)
+            _kernels.gather_rows(x, idx, out, threads)
+            np.testing.assert_array_equal(out, x[idx])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_scatter_edges_every_strategy(dtype, itype, strategy, parallel_everywhere):
+    rng = np.random.default_rng(len(strategy))
+    code = _kernels.SCATTER_STRATEGIES[strategy] if hasattr(_kernels, "SCATTER_STRATEGIES") \
+        else 0
+    for n, e, F in [(1, 0, 3), (1, 6, 1), (5, 1, 9), (9, 40, 3), (33, 120, 17), (3, 50, 8)]:
+        src = rng.standard_normal((e, F)).astype(dtype)
+        for pattern in ("uniform", "one-row", "last-row"):
+            if pattern == "uniform":
+                idx = rng.integers(0, n, e).astype(itype)
+            elif pattern == "one-row":
+                idx = np.zeros(e, dtype=itype)
+            else:
+                idx = np.full(e, n - 1, dtype=itype)
+            want = np.zeros((n + 2, F), dtype=dtype)
+            np.add.at(want, idx, src)
+            for threads in (1, 2, 3):
+                out = np.full((n + 2, F), np.nan, dtype=dtype)   # the kernel zero-fills
+                _kernels.scatter_add_rows(src, idx, out, threads, code)
+                np.testing.assert_array_equal(out, want)
+                rtx.set_num_threads(threads)
+                got = rtx.index_add(rtx.tensor(src), idx, n + 2).numpy()
+                np.testing.assert_array_equal(got, want)
+
+
+def test_bounds_check_edges():
+    for itype in (np.int32, np.int64):
+        for n in (0, 1, 5):
+            idx = np.array([0, n - 1, n, -1, np.iinfo(itype).max, np.iinfo(itype).min],
+                           dtype=itype)
+            for k in range(len(idx) + 1):
+                sub = np.ascontiguousarray(idx[:k])
+                bad = [i for i, v in enumerate(sub.tolist()) if not 0 <= v < n]
+                assert _kernels.first_out_of_bounds(sub, n) == (bad[0] if bad else -1)
