@@ -57,10 +57,21 @@ def main() -> int:
     env.update(mc.memcheck_vars(src, "-g", "valgrind"))
 
     selection = [] if whole else ["-m", "valgrind"]
+    paths = mc.test_paths(extra)
+    if not whole and paths[-1] == os.path.join(mc.ROOT, "tests"):
+        # Only the files that mark tests: collecting the rest (hypothesis, scipy
+        # imports, thousands of parametrised ids) costs minutes under valgrind.
+        tdir = paths.pop()
+        marked = sorted(
+            os.path.join(tdir, f) for f in os.listdir(tdir)
+            if f.startswith("test_") and f.endswith(".py")
+            and "mark.valgrind" in open(os.path.join(tdir, f), encoding="utf-8").read()
+        )
+        paths += marked or [tdir]
     vg = mc.valgrind_cmd()
     if gen:
         vg.append("--gen-suppressions=all")
-    cmd = vg + mc.pytest_cmd(src, ["-q", *selection, *mc.test_paths(extra)])
+    cmd = vg + mc.pytest_cmd(src, ["-q", *selection, *paths])
     print("=== valgrind: memcheck over " + ("the whole suite" if whole else
                                             "the tests marked 'valgrind'"), flush=True)
     log = os.path.join(base, "memcheck.log")
