@@ -37,18 +37,18 @@ ctypedef fused index_t:
 # Bytes moved below which a kernel stays on one thread: waking the OpenMP team
 # and joining it costs a few microseconds, and below these sizes the serial
 # loop finishes sooner.  Measured with ``python -m rtx.bench index
-# --threshold`` on 2 cores (docs/performance.md): gather F=16 breaks even at
-# 128 KiB (0.95x) and wins from 256 KiB (1.2x); scatter F=64 (ROWS) still
-# loses at 1 MiB (0.8x) and wins at 4 MiB (1.8x).
-cdef Py_ssize_t GATHER_PARALLEL_MIN = 256 << 10
+# --threshold`` on 2 cores (docs/performance.md): gather F=16 loses at
+# 256 KiB (0.91x) and wins from 512 KiB (1.27x); scatter F=64 (ROWS) still
+# loses at 1 MiB (0.71x) and wins at 4 MiB (1.26-1.8x).
+cdef Py_ssize_t GATHER_PARALLEL_MIN = 512 << 10
 cdef Py_ssize_t SCATTER_PARALLEL_MIN = 2 << 20
 # Gathers writing at least this many bytes use non-temporal stores.
 cdef Py_ssize_t GATHER_STREAM_MIN = 64 << 20
 # Rows narrower than this stay serial: each ROWS thread scans all indices and
 # streams through all of ``src`` (the hardware prefetcher fetches the rows it
 # skips), which then costs as much as the adds it saves.  Measured for
-# E = 1e6 float32: F=1 serial 0.7 ms vs ROWS 5 ms; F=16 serial 15 ms vs 38 ms
-# (loaded machine); from F=64 ROWS wins (61 vs 137 ms).
+# E = 1e6 float32 across runs: F=1 serial 0.7-1 ms vs ROWS 5-9 ms; F=16
+# serial 4-16 ms vs ROWS 5-43 ms; from F=64 ROWS wins (43-94 vs 48-137 ms).
 cdef Py_ssize_t SCATTER_MIN_ROW_BYTES = 128
 # Team size from which CSR replaces ROWS (ROWS reads every index once per thread).
 cdef int CSR_MIN_THREADS = 8
