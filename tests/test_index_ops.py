@@ -50,6 +50,7 @@ def force_parallel():
 
 
 # ------------------------------------------------------------------ values
+@pytest.mark.valgrind
 @pytest.mark.parametrize("shape", [(7,), (7, 3), (7, 2, 3)], ids=["D1", "D2", "D3"])
 @pytest.mark.parametrize("idx_dtype", INDEX_DTYPES, ids=["i32", "i64"])
 @pytest.mark.parametrize("kind", INDEX_KINDS)
@@ -63,6 +64,7 @@ def test_index_select_values(backend, dtype, shape, idx_dtype, kind):
     np.testing.assert_array_equal(bits(out.numpy()), bits(np.take(x, idx, axis=0)))
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("shape", [(9,), (9, 3), (9, 2, 3)], ids=["D1", "D2", "D3"])
 @pytest.mark.parametrize("idx_dtype", INDEX_DTYPES, ids=["i32", "i64"])
 @pytest.mark.parametrize("kind", INDEX_KINDS)
@@ -96,6 +98,7 @@ def test_index_add_negative_zero_sum_is_positive_zero(backend):
 
 
 # ------------------------------------------------------------------ empty
+@pytest.mark.valgrind
 def test_empty_indices(backend, dtype):
     x = rtx.tensor(np.ones((4, 3, 2), dtype))
     out = rtx.index_select(x, [])
@@ -112,6 +115,7 @@ def test_empty_x_with_no_indices(backend, dtype):
     assert out.shape == (0, 4)
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("shape", [(5, 0), (5, 3, 0), (5, 0, 2)])
 def test_zero_width_rows(backend, dtype, shape):
     x = rtx.tensor(np.ones(shape, dtype))
@@ -129,6 +133,7 @@ def test_index_add_num_rows_larger_than_any_index(backend, dtype):
 
 
 # --------------------------------------------------------- non-contiguous
+@pytest.mark.valgrind
 def test_non_contiguous_inputs(backend, dtype):
     rng = np.random.default_rng(2)
     base = rng.standard_normal((8, 12)).astype(dtype)
@@ -163,6 +168,7 @@ def test_non_native_and_readonly_indices(backend, dtype):
                                   np_add_at(x[:3], [5, 1, 1], 6))
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("idx_dtype", INDEX_DTYPES, ids=["i32", "i64"])
 def test_misaligned_indices(backend, idx_dtype):
     buf = np.zeros(np.dtype(idx_dtype).itemsize * 4 + 1, np.uint8)
@@ -392,6 +398,7 @@ def test_bitwise_equal_across_thread_counts_and_runs(dtype, op, force_parallel):
         np.testing.assert_array_equal(r, results[0])
 
 
+@pytest.mark.valgrind
 def test_parallel_paths_on_tiny_inputs(dtype, force_parallel):
     """Threshold 0: more threads than rows/indices, N < T, E < T."""
     rng = np.random.default_rng(5)
