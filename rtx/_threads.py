@@ -21,8 +21,9 @@ _forked_child = False
 
 
 def _after_fork_in_child() -> None:
-    global _forked_child
+    global _forked_child, _cpus
     _forked_child = True
+    _cpus = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -33,7 +34,19 @@ if hasattr(os, "register_at_fork"):
 MAX_THREADS = 256
 
 
+# The usable CPU count is read once (affinity + cgroup quota cost ~6 us to read
+# and every kernel call asks); set_num_threads(None) and a fork re-read it.
+_cpus: int | None = None
+
+
 def _usable_cpus() -> int:
+    global _cpus
+    if _cpus is None:
+        _cpus = _read_usable_cpus()
+    return _cpus
+
+
+def _read_usable_cpus() -> int:
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -56,9 +69,10 @@ def set_num_threads(n: int | None) -> None:
     ``usable_cpus + 1 + n`` (so ``-1`` is all cores, ``-2`` all but one);
     ``None``: back to the default.  ``0`` is an error.  Results never depend on this setting.
     """
-    global _requested
+    global _requested, _cpus
     if n is None:
         _requested = None
+        _cpus = None
         return
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"set_num_threads expects an int or None, got {type(n).__name__}")
