@@ -41,6 +41,12 @@ from rtx import _kernels  # noqa: E402
 from rtx.backend.index import as_index_array  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RTX_FUZZ_EXAMPLES", "120"))
+PER_OP = settings(
+    max_examples=max(EXAMPLES // 2, 10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.filter_too_much],
+)
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -67,9 +73,11 @@ def _report_case_count(request):
     total = sum(CASES.values())
     line = f"fuzz: {total} cases tried ({', '.join(f'{k} {v}' for k, v in sorted(CASES.items()))})"
     tr = request.config.pluginmanager.get_plugin("terminalreporter")
-    if tr is not None:
-        tr.write_line("")
-        tr.write_line(line)
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if tr is not None and capman is not None:
+        with capman.global_and_fixture_disabled():   # past pytest's output capture
+            tr.write_line("")
+            tr.write_line(line)
     else:
         print(line)
 
@@ -144,6 +152,8 @@ def check(op: str, call, inputs, model, close: bool = False, exact_dtype: bool =
             want, want_exc = None, e.types
             if e.alt is not Expect._NONE:
                 want = e.alt
+        gc_was_on = gc.isenabled()
+        gc.disable()                   # no unrelated garbage freed inside the measurement
         mem0 = rtx.memory_stats()["current_bytes"]
         err = None
         try:
@@ -151,6 +161,9 @@ def check(op: str, call, inputs, model, close: bool = False, exact_dtype: bool =
         except ALLOWED as e:
             got = None
             err = (type(e), str(e))    # keep no reference to the traceback's frames
+        finally:
+            if gc_was_on:
+                gc.enable()
         if err is not None:
             etype, emsg = err
             assert want_exc is not None, f"{op}: raised {etype.__name__}: {emsg}; expected a result"
@@ -158,10 +171,10 @@ def check(op: str, call, inputs, model, close: bool = False, exact_dtype: bool =
                 f"{op}: raised {etype.__name__}: {emsg}; expected {want_exc}")
             assert emsg, f"{op}: {etype.__name__} without a message"
             mem1 = rtx.memory_stats()["current_bytes"]
-            if mem1 != mem0:
+            if mem1 != mem0:           # (collecting may also free older garbage: <=)
                 gc.collect()
                 mem1 = rtx.memory_stats()["current_bytes"]
-            assert mem1 == mem0, f"{op}: a failed call left {mem1 - mem0} bytes allocated"
+            assert mem1 <= mem0, f"{op}: a failed call left {mem1 - mem0} bytes allocated"
         else:
             assert want_exc is None or want is not None, (
                 f"{op}: returned {got!r}, expected {want_exc}")
@@ -624,7 +637,7 @@ def test_creation_shapes_and_dtypes(shape, fn, dtype):
                 raise Expect(MemoryError, ValueError)
             raise Expect(MemoryError)
         try:
-            np.empty(shape, dtype=np.uint8)
+            np.empty(shape, dtype=dt)
         except (ValueError, MemoryError):         # e.g. (0, 2**62): numpy refuses the shape
             raise Expect(ValueError, MemoryError) from None
         if fn in ("rand", "randn"):
@@ -711,8 +724,9 @@ def _np_binary(fn, a, b):
     return np.asarray(out)
 
 
-@FUZZ
-@given(st.data(), st.sampled_from(sorted(BINARY) + sorted(COMPARE)))
+@pytest.mark.parametrize("name", sorted(BINARY) + sorted(COMPARE))
+@PER_OP
+@given(data=st.data())
 def test_binary_ops(data, name):
     t, a = data.draw(tensors(max_side=4))
     kind = data.draw(st.sampled_from(["tensor", "scalar", "ndarray", "list"]))
@@ -745,15 +759,25 @@ def test_binary_ops(data, name):
         if name == "div" and (a.dtype.kind in "biu" and (not isinstance(b, np.ndarray)
                                                           or b.dtype.kind in "biu")):
             return _np_binary(fn, a.astype(np.float64), b)
-        return _np_binary(fn, a, b)
+        r = _np_binary(fn, a, b)
+        try:
+            rt = np.result_type(a, b)
+        except (TypeError, ValueError, OverflowError):
+            rt = r.dtype
+        if name in BINARY and r.dtype != rt:
+            # e.g. bool ** bool is int8 in numpy: rtx keeps the operands' dtype and
+            # may refuse the cast cleanly instead
+            raise Expect(TypeError, alt=r)
+        return r
 
     call = (lambda: getattr(rtx, name)(t, other)) if name in BINARY else (
         lambda: getattr(t, name)(other))
     check(f"binary.{name}", call, [t, other], model, close=True, exact_dtype=False)
 
 
-@FUZZ
-@given(st.data(), st.sampled_from(["add", "sub", "mul", "div", "copy", "fill"]))
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "copy", "fill"])
+@PER_OP
+@given(data=st.data())
 def test_inplace_ops_write_nothing_when_they_raise(data, name):
     t, a = data.draw(tensors(dtypes=FLOATS + [np.int64], min_dims=1, max_side=4))
     u, b = data.draw(tensors(dtypes=FLOATS + [np.int64], max_side=4))
@@ -772,7 +796,7 @@ def test_inplace_ops_write_nothing_when_they_raise(data, name):
                                  alt=np.full(a.shape, o.item()).astype(a.dtype))
                 raise Expect(TypeError, ValueError)
             return np.full(a.shape, o).astype(a.dtype)
-        if isinstance(o, np.ndarray):
+        if isinstance(o, np.ndarray) and name != "copy":
             try:
                 if np.broadcast_shapes(a.shape, o.shape) != a.shape:
                     raise Expect(ValueError)
@@ -780,8 +804,11 @@ def test_inplace_ops_write_nothing_when_they_raise(data, name):
                 raise Expect(ValueError) from None
         dst = a.copy()
         with np.errstate(all="ignore"):
-            if name == "copy":
-                np.copyto(dst, o, casting="unsafe")
+            if name == "copy":       # numpy's copyto rules (it also drops leading 1-dims)
+                try:
+                    np.copyto(dst, o, casting="unsafe")
+                except ValueError:
+                    raise Expect(ValueError) from None
             else:
                 BINARY[name](dst, o, out=dst, casting="unsafe")
         return dst
@@ -809,8 +836,9 @@ UNARY = {
 }
 
 
-@FUZZ
-@given(st.data(), st.sampled_from(sorted(UNARY)))
+@pytest.mark.parametrize("name", sorted(UNARY))
+@PER_OP
+@given(data=st.data())
 def test_unary_ops(data, name):
     t, a = data.draw(tensors(max_side=4))
 
@@ -871,8 +899,9 @@ def test_softmax_family(data, name):
 
 
 # ---------------------------------------------------------------- reductions
-@FUZZ
-@given(st.data(), st.sampled_from(["sum", "mean", "max", "min", "amax", "amin", "argmax"]))
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "amax", "amin", "argmax"])
+@PER_OP
+@given(data=st.data())
 def test_reductions(data, name):
     t, a = data.draw(tensors(max_side=4))
     dim = data.draw(st.one_of(st.none(), st.integers(-4, 3),

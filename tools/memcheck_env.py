@@ -77,7 +77,10 @@ def _base_env(pythonpath: str) -> dict[str, str]:
 
 def asan_env(pythonpath: str) -> dict[str, str]:
     env = _base_env(pythonpath)
-    env["LD_PRELOAD"] = runtime_lib("libasan.so")
+    # libstdc++ too: C++ libraries loaded later (torch, via the interop tests)
+    # throw exceptions, and ASan's __cxa_throw interceptor must find the real
+    # one at start-up ("CHECK failed: ... real___cxa_throw != 0" otherwise).
+    env["LD_PRELOAD"] = " ".join([runtime_lib("libasan.so"), runtime_lib("libstdc++.so")])
     env["ASAN_OPTIONS"] = "detect_leaks=0:" + ASAN_BASE
     env["UBSAN_OPTIONS"] = UBSAN_OPTIONS
     return env
