@@ -24,7 +24,9 @@ import copy
 import gc
 import math
 import os
+import subprocess
 import sys
+import tempfile
 import warnings
 from collections import Counter
 
@@ -65,6 +67,22 @@ ODD_DTYPES = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.f
               np.complex64, np.complex128, np.longdouble]
 INDEX_DTYPES = [np.int32, np.int64]
 LAYOUTS = ["c", "transposed", "strided", "reversed", "readonly", "misaligned", "bigendian"]
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a child interpreter that imports the SAME rtx as this one
+    (CI runs the tests from the source tree against an installed rtx)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    return env
+
+
+def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -c code`` from a neutral directory, against this rtx."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=child_env(), cwd=tempfile.gettempdir())
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -665,12 +683,10 @@ def test_creation_shapes_and_dtypes(shape, fn, dtype):
 @pytest.mark.parametrize("nbytes", HUGE + [-1, -(2**63)])
 def test_storage_huge_and_negative_sizes(nbytes):
     """Never a hang or a crash: a clear MemoryError (or ValueError when negative)."""
-    import subprocess
     code = (f"import rtx\ntry:\n    rtx.Storage({nbytes})\nexcept (MemoryError, ValueError, "
             f"OverflowError) as e:\n    print(type(e).__name__)\n")
     # In a child process with a timeout: a bug here used to be an infinite loop.
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=60, env=dict(os.environ))
+    p = run_child(code, timeout=60)
     CASES["Storage(size)"] += 1
     assert p.returncode == 0, p.stderr
     want = {"ValueError"} if nbytes < 0 else {"MemoryError"}
@@ -1180,3 +1196,151 @@ def test_min_indices_for_bools_and_extreme_ints(values):
         assert v.item() == x.min() and i.item() == int(np.argmin(x))
         v, i = rtx.tensor(np.stack([x, x[::-1]])).min(1)
         np.testing.assert_array_equal(i.numpy(), [np.argmin(x), np.argmin(x[::-1])])
+
+
+# ------------------------------------------------- the rest of the public API
+@pytest.mark.parametrize("name", ["leaky_relu", "elu"])
+@PER_OP
+@given(data=st.data())
+def test_parametrised_activations(data, name):
+    t, a = data.draw(tensors(dtypes=FLOATS + [np.int64], max_side=4))
+    param = data.draw(st.one_of(st.floats(-2, 2), st.just(float("nan")), st.just(float("inf")),
+                                st.none(), st.text(max_size=1), st.integers(-2, 2)))
+
+    def model():
+        out_dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+        if param is None or isinstance(param, str):
+            # refused when used; an empty input never uses it (either is fine)
+            raise Expect(TypeError, alt=np.empty(a.shape, out_dt) if a.size == 0 else None)
+        out_dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+        with np.errstate(all="ignore"):
+            if name == "leaky_relu":
+                r = np.where(a > 0, a, a * param)
+            else:
+                r = np.where(a > 0, a, param * np.expm1(np.minimum(a, 0)))
+        return r.astype(out_dt)
+
+    check(name, lambda: getattr(rtx, name)(t, param), [t], model, close=True)
+
+
+@PER_OP
+@given(data=st.data())
+def test_permute_and_transpose(data):
+    t, a = data.draw(tensors(max_side=3))
+    dims = data.draw(st.one_of(st.permutations(list(range(a.ndim))),
+                               st.lists(st.integers(-4, 4), max_size=4),
+                               st.lists(st.one_of(st.floats(0, 2), st.none()), min_size=1,
+                                        max_size=2)))
+    d0, d1 = data.draw(st.integers(-4, 4)), data.draw(st.integers(-4, 4))
+
+    def model_p():
+        if not all(isinstance(d, int) for d in dims):
+            raise Expect(TypeError)
+        nd = max(a.ndim, 1)
+        if len(dims) != a.ndim or sorted(d % nd for d in dims if -nd <= d < nd) != \
+                list(range(a.ndim)) or any(not -nd <= d < nd for d in dims):
+            raise Expect(ValueError, IndexError)
+        return np.transpose(a, dims)
+
+    check("permute", lambda: rtx.permute(t, dims), [t], model_p)
+
+    def model_t():
+        nd = max(a.ndim, 1)
+        if not (-nd <= d0 < nd and -nd <= d1 < nd):
+            raise Expect(IndexError)
+        if a.ndim == 0:
+            return a
+        return np.swapaxes(a, d0, d1)
+
+    check("transpose", lambda: rtx.transpose(t, d0, d1), [t], model_t)
+
+
+@FUZZ
+@given(st.one_of(st.integers(-5, 20), st.floats(-5, 20), st.just(float("nan")),
+                 st.just(float("inf")), st.none(), st.just(2**70)),
+       st.one_of(st.none(), st.integers(-5, 20), st.floats(-5, 20)),
+       st.one_of(st.integers(-3, 3), st.floats(-2, 2), st.just(0.0)),
+       st.sampled_from([None, rtx.float64, rtx.int32, "bad"]))
+def test_arange(start, end, step, dtype):
+    def model():
+        errs: set[type] = set()       # several faults: rtx may report any one
+        if isinstance(dtype, str):
+            errs.add(TypeError)
+        if step == 0:
+            errs.add(ValueError)
+        if start is None:
+            errs |= {TypeError, ValueError}
+            if end is None and step != 0 and not isinstance(dtype, str):
+                # numpy reads arange(0, None) as empty: accept that too
+                with np.errstate(all="ignore"):
+                    alt = np.arange(0, None, step, dtype=dtype or np.float32)
+                raise Expect(*errs, alt=alt)
+        if errs:
+            raise Expect(*errs)
+        s, e = (0, start) if end is None else (start, end)
+        with np.errstate(all="ignore"):
+            n = (float(e) - float(s)) / float(step)
+        hypothesis.assume(not (math.isfinite(n) and n > 1e6))   # no multi-GB aranges here
+        ints = all(isinstance(v, int) for v in (s, e, step))
+        dt = dtype if dtype is not None else (np.int64 if ints else np.float32)
+        try:
+            with np.errstate(all="ignore"):
+                return np.arange(s, e, step, dtype=dt)
+        except (ValueError, OverflowError, TypeError, MemoryError) as ex:
+            raise Expect(ValueError, OverflowError, TypeError, MemoryError) from ex
+
+    check("arange", lambda: rtx.arange(start, end, step, dtype=dtype), [], model)
+
+
+@FUZZ
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=2), st.just(b"bytes"),
+                 st.just(memoryview(b"abcd")), st.lists(st.integers(), max_size=2),
+                 arrays(RTX_DTYPES + [np.int8, np.float16, np.uint16, np.complex64],
+                        allowed=["c", "transposed", "strided", "readonly"])))
+def test_from_dlpack_any_object(obj):
+    def model():
+        if not hasattr(obj, "__dlpack__"):
+            raise Expect(TypeError, AttributeError, ValueError, BufferError)
+        host = np.asarray(obj)
+        if host.dtype not in [np.dtype(d) for d in RTX_DTYPES]:
+            raise Expect(TypeError, ValueError, BufferError)
+        return host
+
+    def call():
+        try:
+            return rtx.from_dlpack(obj)
+        except (AttributeError, BufferError) as e:   # numpy's own refusals, re-labelled
+            raise TypeError(str(e) or type(e).__name__) from None
+
+    check("from_dlpack", call, [obj], model)
+
+
+@FUZZ
+@given(st.data())
+def test_like_constructors_and_cache_limit(data):
+    t, a = data.draw(tensors(max_side=3))
+    dtype = data.draw(st.sampled_from([None, rtx.float64, rtx.bool, np.int8, "x"]))
+    for fn, fill in (("zeros_like", 0), ("ones_like", 1)):
+        def model(fill=fill):
+            if isinstance(dtype, str) or (dtype is not None and np.dtype(dtype) not in
+                                          [np.dtype(d) for d in RTX_DTYPES]):
+                raise Expect(TypeError)
+            return np.full(a.shape, fill, dtype=a.dtype if dtype is None else dtype)
+
+        check(fn, lambda fn=fn: getattr(rtx, fn)(t, dtype=dtype), [t], model)
+    limit = data.draw(st.one_of(st.integers(-5, 1 << 20), st.none(), st.floats(0, 1)))
+    old = rtx.get_cache_limit()
+    try:
+        def model_limit():
+            if not isinstance(limit, int):
+                raise Expect(TypeError)
+            if limit < 0:
+                raise Expect(ValueError)
+            return np.asarray(limit)
+
+        check("set_cache_limit", lambda: (rtx.set_cache_limit(limit),
+                                          np.asarray(rtx.get_cache_limit()))[1], [],
+              model_limit, exact_dtype=False)
+        assert rtx.memory_stats()["cached_bytes"] <= rtx.get_cache_limit()
+    finally:
+        rtx.set_cache_limit(old)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -28,6 +29,22 @@ import rtx
 from rtx import _kernels
 
 needs_omp = pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a child interpreter that imports the SAME rtx as this one
+    (CI runs the tests from the source tree against an installed rtx)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    return env
+
+
+def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -c code`` from a neutral directory, against this rtx."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=child_env(), cwd=tempfile.gettempdir())
 
 
 # ------------------------------------------------------------------ the GIL
@@ -198,7 +215,7 @@ def test_absurd_thread_counts_are_clamped_not_crashing():
         assert np.array_equal(s.numpy(), x.numpy()[::-1])
         print("ok")
     """)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    p = run_child(code)
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stdout, p.stderr)
 
 
@@ -244,8 +261,7 @@ FORK_CHILD = textwrap.dedent("""
 @needs_omp
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 def test_fork_after_the_openmp_pool_was_used_does_not_hang_the_child():
-    p = subprocess.run([sys.executable, "-c", FORK_CHILD], capture_output=True, text=True,
-                       timeout=120)
+    p = run_child(FORK_CHILD)
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
     assert "child exit 0" in p.stdout
 
@@ -269,5 +285,5 @@ def test_multiprocessing_fork_workers_run_kernels():
             assert got == want, (got, want)
             print("ok")
     """)
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    p = run_child(code)
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stdout, p.stderr)
