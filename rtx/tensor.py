@@ -490,15 +490,18 @@ class Tensor:
     def permute(self, *dims: Any) -> Tensor:
         d = _shape_arg(dims)
         nd = self.ndim
-        if sorted(x % max(nd, 1) for x in d) != list(range(nd)):
+        # each dim checked (IndexError when out of range), never wrapped modulo nd
+        d = tuple(_check_dim(x, nd) for x in d) if nd else d
+        if sorted(d) != list(range(nd)):
             raise ValueError(f"permute(): {d} is not a permutation of {nd} dims")
-        return self._ad.apply(_OPS["permute"], self, dims=tuple(x % nd for x in d))
+        return self._ad.apply(_OPS["permute"], self, dims=d)
 
     def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
         nd = self.ndim
         perm = list(range(nd))
         a, b = _check_dim(dim0, nd), _check_dim(dim1, nd)
-        perm[a], perm[b] = perm[b], perm[a]
+        if nd:  # a 0-d tensor accepts dim 0 / -1 (like PyTorch) and has nothing to swap
+            perm[a], perm[b] = perm[b], perm[a]
         return self._ad.apply(_OPS["permute"], self, dims=tuple(perm))
 
     @property
