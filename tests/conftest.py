@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -41,3 +44,26 @@ def tol(dtype) -> dict:
     """Comparison tolerances against numpy references for a dtype."""
     return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {
         "rtol": 1e-12, "atol": 1e-12}
+
+
+def child_env() -> dict[str, str]:
+    """Environment for a child interpreter that imports the SAME rtx as this one
+    (CI runs the tests from the source tree against an installed rtx)."""
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
+    return env
+
+
+def run_python(args: list[str], timeout: float = 120,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python *args`` from a neutral directory, against the rtx under test."""
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          timeout=timeout, env=env if env is not None else child_env(),
+                          cwd=tempfile.gettempdir())
+
+
+def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -c code`` from a neutral directory, against the rtx under test."""
+    return run_python(["-c", code], timeout)

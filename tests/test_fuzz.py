@@ -24,9 +24,7 @@ import copy
 import gc
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import warnings
 from collections import Counter
 
@@ -34,6 +32,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from conftest import run_child  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
@@ -67,22 +66,6 @@ ODD_DTYPES = [np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64, np.f
               np.complex64, np.complex128, np.longdouble]
 INDEX_DTYPES = [np.int32, np.int64]
 LAYOUTS = ["c", "transposed", "strided", "reversed", "readonly", "misaligned", "bigendian"]
-
-
-def child_env() -> dict[str, str]:
-    """Environment for a child interpreter that imports the SAME rtx as this one
-    (CI runs the tests from the source tree against an installed rtx)."""
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
-    return env
-
-
-def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``python -c code`` from a neutral directory, against this rtx."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=child_env(), cwd=tempfile.gettempdir())
 
 
 @pytest.fixture(scope="module", autouse=True)

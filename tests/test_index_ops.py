@@ -537,14 +537,10 @@ def test_property_index_add_matches_np_add_at(backend, case, threads, strategy):
 def test_benchmark_quick_mode_runs():
     """``python -m rtx.bench index --quick`` runs end to end (it also checks
     rtx against numpy/scipy before timing); no timing is asserted."""
-    import subprocess
-    import sys
+    from conftest import run_python
 
-    r = subprocess.run(
-        [sys.executable, "-m", "rtx.bench", "index", "--quick", "--repeats", "1",
-         "--anchors", "numpy,scipy"],
-        capture_output=True, text=True, timeout=120,
-    )
+    r = run_python(["-m", "rtx.bench", "index", "--quick", "--repeats", "1",
+                    "--anchors", "numpy,scipy"])
     assert r.returncode == 0, r.stderr
     assert "rtx.index_select" in r.stdout and "rtx.index_add" in r.stdout
     assert "copy bandwidth" in r.stdout

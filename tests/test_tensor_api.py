@@ -138,17 +138,11 @@ def test_threads_semantics():
     rtx.set_num_threads(None)
 
 
-def test_omp_num_threads_respected(tmp_path):
-    import os
-    import subprocess
-    import sys
-    # Run from the directory the rtx under test was imported from, so the child
-    # imports the same build (in-tree or installed).
-    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
-    code = f"import sys; sys.path.insert(0, {root!r}); import rtx; print(rtx.get_num_threads())"
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         cwd=tmp_path)
+def test_omp_num_threads_respected():
+    from conftest import child_env, run_python
+
+    env = dict(child_env(), OMP_NUM_THREADS="1")
+    out = run_python(["-c", "import rtx; print(rtx.get_num_threads())"], env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"
 

@@ -15,36 +15,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
 
 import numpy as np
 import pytest
+from conftest import run_child
 
 import rtx
 from rtx import _kernels
 
 needs_omp = pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
-
-
-def child_env() -> dict[str, str]:
-    """Environment for a child interpreter that imports the SAME rtx as this one
-    (CI runs the tests from the source tree against an installed rtx)."""
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(rtx.__file__)))
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root, *rest])
-    return env
-
-
-def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``python -c code`` from a neutral directory, against this rtx."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=child_env(), cwd=tempfile.gettempdir())
 
 
 # ------------------------------------------------------------------ the GIL
@@ -92,7 +75,7 @@ E, F = 250_000, 16
 _rng = np.random.default_rng(0)
 _X = _rng.standard_normal((E, F)).astype(np.float32)
 _IDX = _rng.integers(0, E, E).astype(np.int64)
-_BIG_IDX = np.tile(_IDX, 16)
+_BIG_IDX = np.tile(_IDX.astype(np.int32), 64)  # ~5 ms per call: room to observe
 
 
 KERNELS = {
