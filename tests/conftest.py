@@ -58,10 +58,15 @@ def child_env() -> dict[str, str]:
 
 def run_python(args: list[str], timeout: float = 120,
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``python *args`` from a neutral directory, against the rtx under test."""
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env if env is not None else child_env(),
-                          cwd=tempfile.gettempdir())
+    """``python *args`` from a fresh empty directory, against the rtx under test.
+
+    The child's working directory goes first on its ``sys.path``: it must hold
+    nothing importable (neither the source tree's ``rtx/`` nor stray modules that
+    shadow the standard library, as a shared ``/tmp`` can)."""
+    with tempfile.TemporaryDirectory(prefix="rtx-child-") as cwd:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                              timeout=timeout, env=env if env is not None else child_env(),
+                              cwd=cwd)
 
 
 def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
