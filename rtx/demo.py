@@ -1,5 +1,6 @@
 """rtx's main job: message passing and a small graph network trained on the
-built-in karate club graph.  Run with ``python -m rtx.demo``.
+built-in karate club graph.  Run with ``rtx-demo`` (installed) or
+``python -m rtx.demo``.
 
 It shows what works today: row gather / scatter-add message passing
 (``index_select`` / ``index_add``, the OpenMP kernels), the autograd tape and
@@ -88,5 +89,11 @@ def main(argv: list[str] | None = None) -> float:
     return acc
 
 
-if __name__ == "__main__":
+def cli() -> int:
+    """Console entry point ``rtx-demo``."""
     main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
