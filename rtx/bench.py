@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
+import importlib
 import os
 import platform
 import statistics
@@ -168,7 +169,7 @@ def _loadavg() -> str:
 
 def _try_import(name: str) -> Any:
     try:
-        return __import__(name)
+        return importlib.import_module(name)
     except Exception:  # noqa: BLE001 - optional anchor
         return None
 
@@ -230,7 +231,7 @@ def _bench_select(N: int, E: int, F: int, order: str, T: int, repeats: int,
     first = interleaved.first["rtx.index_select"]  # type: ignore[attr-defined]
     nbytes = 2 * E * F * 4 + E * 8
     anchors = {k: v for k, v in med.items() if k in cases and not k.startswith("rtx")}
-    best = min(anchors, key=anchors.get)
+    best = min(anchors, key=lambda k: anchors[k])
     rows = []
     for k, v in med.items():
         gbs = nbytes / v / 1e9
@@ -365,9 +366,7 @@ def bench_index(args: argparse.Namespace) -> int:
     torch = _try_import("torch") if "torch" in anchors else None
     if torch is not None:
         torch.set_num_threads(T)
-    scipy_sparse = None
-    if "scipy" in anchors and _try_import("scipy") is not None:
-        import scipy.sparse as scipy_sparse
+    scipy_sparse = _try_import("scipy.sparse") if "scipy" in anchors else None
     bw = copy_bandwidth(64 << 20 if args.quick else 256 << 20, T)
     print(f"# rtx index benchmark, {today()}")
     print(f"# machine: {machine()}")
