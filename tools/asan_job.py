@@ -72,17 +72,19 @@ def main() -> int:
         print("asan: the instrumented rtx does not import from the run directory")
         return 1
 
+    def suite(label: str, key: str, env: dict[str, str], targets: list[str], log: str) -> None:
+        rc, times[key] = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]), env, run_dir,
+                                       os.path.join(base, log))
+        reports = scan(os.path.join(base, log))
+        if rc != 0 or reports:
+            failures.append(f"{label}: exit {rc}, {len(reports)} report line(s)")
+            for r in reports[:20]:
+                print("  REPORT:", r)
+
     # ---------------------------------------------- whole suite, ASan + UBSan
     tests = mc.test_paths(extra)
     print("=== asan: whole test suite under ASan + UBSan", flush=True)
-    log = os.path.join(base, "pytest-asan.log")
-    rc, times["suite"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *tests]),
-                                       env, run_dir, log)
-    reports = scan(log)
-    if rc != 0 or reports:
-        failures.append(f"ASan/UBSan suite: exit {rc}, {len(reports)} report line(s)")
-        for r in reports[:20]:
-            print("  REPORT:", r)
+    suite("ASan/UBSan suite", "suite", env, tests, "pytest-asan.log")
 
     # ----------------------------------------------------- LeakSanitizer pass
     if leaks:
@@ -90,40 +92,19 @@ def main() -> int:
         lenv = mc.lsan_env(pp)
         lenv.update(mc.memcheck_vars(src, "-fsanitize=address", "lsan"))
         targets = mc.test_paths(extra, leak_tests) if leak_tests else tests
-        log = os.path.join(base, "pytest-lsan.log")
-        rc, times["leaks"] = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]),
-                                           lenv, run_dir, log)
-        reports = scan(log)
-        if rc != 0 or reports:
-            failures.append(f"LeakSanitizer pass: exit {rc}, {len(reports)} report line(s)")
-            for r in reports[:20]:
-                print("  REPORT:", r)
+        suite("LeakSanitizer pass", "leaks", lenv, targets, "pytest-lsan.log")
 
     # ------------------------------------------------------------ self-test
     if selftest:
         print("=== asan: self-test (deliberate bugs must be caught)", flush=True)
         t0 = time.perf_counter()
-        st = os.path.join(base, "selftest")
-        b = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "build.py"), st, "--asan"],
-                           capture_output=True, text=True)
-        if b.returncode != 0:
-            print(b.stdout + b.stderr)
-            failures.append("self-test build failed")
-        else:
-            for tool in ("asan", "lsan") if leaks else ("asan",):
-                r = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "run.py"), tool,
-                                    st, src])
-                if r.returncode != 0:
-                    failures.append(f"self-test ({tool}): a deliberate bug went unreported")
+        failures += mc.run_selftest(py, base, src, ("asan", "lsan") if leaks else ("asan",),
+                                    ["--asan"])
         times["selftest"] = time.perf_counter() - t0
 
     times["total"] = time.perf_counter() - t_all
-    print("=== asan: wall times " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
-    if failures:
-        print("=== asan: FAILED\n  " + "\n  ".join(failures))
-        return 1
-    print("=== asan: OK (no ASan/UBSan/LSan report; every deliberate bug caught)")
-    return 0
+    return mc.finish("asan", times, failures,
+                     "no ASan/UBSan/LSan report; every deliberate bug caught")
 
 
 if __name__ == "__main__":

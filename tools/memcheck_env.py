@@ -210,3 +210,33 @@ def run_logged(cmd: list[str], env: dict[str, str], cwd: str, log: str,
             rc = -9
     sys.stdout.flush()
     return rc, time.perf_counter() - t0
+
+
+def run_selftest(py: str, base: str, src: str, tools: tuple[str, ...],
+                 build_args: list[str]) -> list[str]:
+    """Build the deliberate-bug module and run its cases under each tool.
+
+    Returns the failures (empty when every bug was caught and every clean
+    control stayed clean)."""
+    st = os.path.join(base, "selftest")
+    b = subprocess.run([py, os.path.join(TOOLS, "selftest", "build.py"), st, *build_args],
+                       capture_output=True, text=True)
+    if b.returncode != 0:
+        print(b.stdout + b.stderr)
+        return ["self-test build failed"]
+    failures = []
+    for tool in tools:
+        r = subprocess.run([py, os.path.join(TOOLS, "selftest", "run.py"), tool, st, src])
+        if r.returncode != 0:
+            failures.append(f"self-test ({tool}): a deliberate bug went unreported")
+    return failures
+
+
+def finish(job: str, times: dict[str, float], failures: list[str], ok: str) -> int:
+    """Print the job's wall times and verdict; the job's exit status."""
+    print(f"=== {job}: wall times " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
+    if failures:
+        print(f"=== {job}: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print(f"=== {job}: OK ({ok})")
+    return 0

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 
@@ -93,26 +92,12 @@ def main() -> int:
     if selftest:
         print("=== valgrind: self-test (deliberate bugs must be caught)", flush=True)
         t0 = time.perf_counter()
-        st = os.path.join(base, "selftest")
-        b = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "build.py"), st],
-                           capture_output=True, text=True)
-        if b.returncode != 0:
-            print(b.stdout + b.stderr)
-            failures.append("self-test build failed")
-        else:
-            r = subprocess.run([py, os.path.join(mc.TOOLS, "selftest", "run.py"), "valgrind",
-                                st, src])
-            if r.returncode != 0:
-                failures.append("self-test (valgrind): a deliberate bug went unreported")
+        failures += mc.run_selftest(py, base, src, ("valgrind",), [])
         times["selftest"] = time.perf_counter() - t0
 
     times["total"] = time.perf_counter() - t_all
-    print("=== valgrind: wall times " + ", ".join(f"{k} {v:.0f}s" for k, v in times.items()))
-    if failures:
-        print("=== valgrind: FAILED\n  " + "\n  ".join(failures))
-        return 1
-    print("=== valgrind: OK (no memcheck error or definite leak; every deliberate bug caught)")
-    return 0
+    return mc.finish("valgrind", times, failures,
+                     "no memcheck error or definite leak; every deliberate bug caught")
 
 
 if __name__ == "__main__":
