@@ -181,18 +181,22 @@ def _engine(
                 entry[1] = add(entry[1], ig)
                 entry[2] = False
 
+    def deliver_node(node: Node, ig: Any, sh: bool) -> None:
+        """A gradient into a single-output node: sum on fan-out, queue on first arrival."""
+        k = id(node)
+        prev = grads.get(k)
+        if prev is None:
+            grads[k] = ig
+            heappush(heap, (-node.seq, node))
+            if sh:
+                shared.add(k)
+        else:
+            grads[k] = add(prev, ig)
+            shared.discard(k)
+
     for target, g, sh in roots:
         if type(target) is Node:
-            k = id(target)
-            prev = grads.get(k)
-            if prev is None:
-                grads[k] = g
-                heappush(heap, (-target.seq, target))
-                if sh:
-                    shared.add(k)
-            else:
-                grads[k] = add(prev, g)
-                shared.discard(k)
+            deliver_node(target, g, sh)
         else:
             deliver_slow(target, g, sh)
 
@@ -224,16 +228,7 @@ def _engine(
             if ig is None or parent is None:
                 continue
             if type(parent) is Node:
-                k = id(parent)
-                prev = grads.get(k)
-                if prev is None:
-                    grads[k] = ig
-                    heappush(heap, (-parent.seq, parent))
-                    if sh:
-                        shared.add(k)
-                else:
-                    grads[k] = add(prev, ig)
-                    shared.discard(k)
+                deliver_node(parent, ig, sh)
             else:
                 deliver_slow(parent, ig, sh)
         del in_grads
