@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .autograd.grad_mode import is_grad_enabled
-from .autograd.graph import Node, OutputEdge, run_backward
+from .autograd.graph import Node, OutputEdge
+from .autograd.graph import backward as autograd_backward
 
 if TYPE_CHECKING:
     from .autograd.autodiff import Autodiff
@@ -142,29 +143,11 @@ class Tensor:
         return Tensor._make(self._value, self._ad)
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
-        """Accumulate gradients of this tensor into the leaves' ``.grad``."""
-        if not self._rg:
-            raise RuntimeError(
-                "backward(): this tensor does not require grad and has no grad_fn"
-            )
-        B = self._ad.inner
-        if grad is None:
-            if self.numel() != 1:
-                raise RuntimeError(
-                    f"backward(): grad can be implicitly created only for scalar outputs, "
-                    f"this tensor has shape {self.shape}; pass grad= explicitly"
-                )
-            g = B.full(self.shape, 1, self.dtype)
-        else:
-            gt = grad if isinstance(grad, Tensor) else _as_tensor(grad, self._ad, self.dtype)
-            if gt._ad is not self._ad:
-                raise TypeError("backward(): grad lives on a different backend than the tensor")
-            if gt.shape != self.shape:
-                raise ValueError(
-                    f"backward(): grad has shape {gt.shape}, expected {self.shape}"
-                )
-            g = gt._value if gt.dtype == self.dtype else B.cast(gt._value, self.dtype)
-        run_backward(self, g, retain_graph, grad is not None)  # a user grad is shared
+        """Accumulate gradients of this tensor into the leaves' ``.grad``.
+
+        ``grad`` may be omitted only for a one-element tensor (it is then 1).
+        """
+        autograd_backward(self, None if grad is None else [grad], retain_graph)
 
     # ------------------------------------------------------------ host I/O
     def numpy(self) -> np.ndarray:

@@ -259,16 +259,6 @@ def _leaf_value(B: Any, leaf: Tensor, g: Any, sh: bool) -> Any:
     return B.copy(g) if sh else g
 
 
-def run_backward(root: Tensor, grad: Any, retain_graph: bool, shared: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) . grad into every reachable leaf's ``.grad``.
-
-    ``grad`` is a primitive of root's backend; ``shared`` says whether someone
-    else holds it (a user-supplied gradient), so it must not become a ``.grad``.
-    """
-    _accumulate(root._ad, _engine(root._ad.inner, [(_root_target(root), grad, shared)],
-                                  retain_graph))
-
-
 def _accumulate(ad: Any, leaf_grads: dict[int, list[Any]]) -> None:
     from ..tensor import Tensor
 
