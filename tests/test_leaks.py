@@ -81,6 +81,11 @@ def test_training_steps_keep_memory_flat():
     assert bytes1 == bytes0, f"rtx live bytes moved {bytes0} -> {bytes1} over {STEPS} steps"
     assert max(live) == min(live) == bytes0, live
     assert objs1 - objs0 <= 50, f"{objs1 - objs0} more live Python objects after the steps"
+    if os.environ.get("RTX_MEMCHECK_JOB"):
+        # Under ASan/LSan/valgrind the sanitizer's own allocator (quarantine of
+        # freed blocks, shadow memory) drives RSS; the leak checkers themselves
+        # judge the C-level leaks there, and the two checks above still hold.
+        return
     assert rss1 - rss0 < 4 << 20, f"RSS grew by {(rss1 - rss0) >> 10} KiB over the steps"
 
 
