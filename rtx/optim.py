@@ -5,7 +5,7 @@ Updates run in place on the parameters' buffers, outside the tape.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .autograd.grad_mode import no_grad
@@ -33,6 +33,16 @@ class Optimizer:
     def step(self) -> None:
         raise NotImplementedError
 
+    def _grads(self, weight_decay: float) -> Iterator[tuple[Tensor, Tensor]]:
+        """Each parameter that has a gradient, with its L2-decayed gradient."""
+        for p in self.params:
+            if p.grad is None:
+                continue
+            g = p.grad
+            if weight_decay:
+                g = g + p * weight_decay
+            yield p, g
+
 
 class SGD(Optimizer):
     """``p -= lr * (g + weight_decay * p)``, with optional momentum."""
@@ -44,12 +54,7 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self) -> None:
-        for p in self.params:
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.weight_decay:
-                g = g + p * self.weight_decay
+        for p, g in self._grads(self.weight_decay):
             if self.momentum:
                 st = self.state.setdefault(id(p), {})
                 buf = st.get("momentum")
@@ -71,12 +76,7 @@ class Adam(Optimizer):
     @no_grad()
     def step(self) -> None:
         b1, b2 = self.betas
-        for p in self.params:
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.weight_decay:
-                g = g + p * self.weight_decay
+        for p, g in self._grads(self.weight_decay):
             st = self.state.get(id(p))
             if st is None:
                 st = self.state[id(p)] = {"t": 0, "m": g * 0.0, "v": g * 0.0}
