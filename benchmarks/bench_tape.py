@@ -69,9 +69,10 @@ def _operands(size: int, dtype: np.dtype, seed: int = 0) -> list[np.ndarray]:
     return [a.astype(dtype) for a in (x, w, b, c, d)]
 
 
-def _rtx_case(arrays: list[np.ndarray], n_ops: int) -> dict[str, Callable[[], Any]]:
-    ts = [rtx.tensor(a, requires_grad=True) for a in arrays]
-    plain = [rtx.tensor(a) for a in arrays]
+def _case(lib: Any, arrays: list[np.ndarray], n_ops: int) -> dict[str, Any]:
+    """The three timed modes for one library (rtx or torch: same API here)."""
+    ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+    plain = [lib.tensor(a) for a in arrays]
 
     def fwd_bwd() -> Any:
         loss = chain(*ts, n_ops)
@@ -82,26 +83,7 @@ def _rtx_case(arrays: list[np.ndarray], n_ops: int) -> dict[str, Callable[[], An
         return chain(*ts, n_ops)
 
     def nograd() -> Any:
-        with rtx.no_grad():
-            return chain(*plain, n_ops)
-
-    return {"fwd+bwd": fwd_bwd, "fwd": fwd, "no_grad": nograd, "_tensors": ts}  # type: ignore
-
-
-def _torch_case(torch: Any, arrays: list[np.ndarray], n_ops: int) -> dict[str, Any]:
-    ts = [torch.tensor(a, requires_grad=True) for a in arrays]
-    plain = [torch.tensor(a) for a in arrays]
-
-    def fwd_bwd() -> Any:
-        loss = chain(*ts, n_ops)
-        loss.backward()
-        return loss
-
-    def fwd() -> Any:
-        return chain(*ts, n_ops)
-
-    def nograd() -> Any:
-        with torch.no_grad():
+        with lib.no_grad():
             return chain(*plain, n_ops)
 
     return {"fwd+bwd": fwd_bwd, "fwd": fwd, "no_grad": nograd, "_tensors": ts}
@@ -151,8 +133,8 @@ def run(
             torch = None
     if torch is not None:
         torch.set_num_threads(rtx.get_num_threads())
-    r = _rtx_case(arrays, n_ops)
-    t = _torch_case(torch, arrays, n_ops) if torch is not None else None
+    r = _case(rtx, arrays, n_ops)
+    t = _case(torch, arrays, n_ops) if torch is not None else None
     _check_same(r, t, dt)
     modes = ["fwd+bwd", "fwd", "no_grad"]
     times: dict[str, dict[str, list[float]]] = {m: {"rtx": [], "torch": []} for m in modes}
