@@ -36,21 +36,14 @@ def scan(log: str) -> list[str]:
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+    argv, extra = mc.split_args(sys.argv[1:])
     leaks = "--no-leaks" not in argv
     selftest = "--no-selftest" not in argv
     leak_tests: list[str] = []
     if "--leak-tests" in argv:
         leak_tests = argv[argv.index("--leak-tests") + 1].split(",")
     py = mc.real_python()
-    base = os.path.join(mc.ROOT, "build", "asan")
-    src = os.path.join(base, "src")
-    run_dir = os.path.join(base, "run")
-    os.makedirs(base, exist_ok=True)
+    base, src, run_dir = mc.job_dirs("asan")
     times: dict[str, float] = {}
     failures: list[str] = []
     t_all = time.perf_counter()

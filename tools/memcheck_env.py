@@ -240,3 +240,18 @@ def finish(job: str, times: dict[str, float], failures: list[str], ok: str) -> i
         return 1
     print(f"=== {job}: OK ({ok})")
     return 0
+
+
+def split_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``job options -- pytest args`` -> (job options, pytest args)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def job_dirs(job: str) -> tuple[str, str, str]:
+    """(base, src, run_dir) of a job under ``build/<job>``; ``base`` is created."""
+    base = os.path.join(ROOT, "build", job)
+    os.makedirs(base, exist_ok=True)
+    return base, os.path.join(base, "src"), os.path.join(base, "run")

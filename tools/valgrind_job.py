@@ -30,19 +30,12 @@ import memcheck_env as mc  # noqa: E402
 
 
 def main() -> int:
-    argv = sys.argv[1:]
-    extra: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+    argv, extra = mc.split_args(sys.argv[1:])
     whole = "--all" in argv
     selftest = "--no-selftest" not in argv
     gen = "--gen-suppressions" in argv
     py = mc.real_python()
-    base = os.path.join(mc.ROOT, "build", "valgrind")
-    src = os.path.join(base, "src")
-    run_dir = os.path.join(base, "run")
-    os.makedirs(base, exist_ok=True)
+    base, src, run_dir = mc.job_dirs("valgrind")
     times: dict[str, float] = {}
     failures: list[str] = []
     t_all = time.perf_counter()
