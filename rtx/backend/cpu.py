@@ -75,10 +75,6 @@ def _index_threads(nbytes: int, kind: str) -> int:
     return get_num_threads()
 
 
-def _raise_shape(op: str, dst: np.ndarray, src: Any) -> bool:
-    raise ValueError(f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}")
-
-
 class CpuBackend(Backend):
     """Native CPU backend."""
 
@@ -122,7 +118,10 @@ class CpuBackend(Backend):
         elif op == "copy":
             np.copyto(dst, src, casting="unsafe")
         else:
-            np.broadcast_shapes(dst.shape, np.shape(src)) == dst.shape or _raise_shape(op, dst, src)
+            if np.broadcast_shapes(dst.shape, np.shape(src)) != dst.shape:
+                raise ValueError(
+                    f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}"
+                )
             self._INPLACE[op](dst, src, out=dst, casting="unsafe")
         return dst
 
