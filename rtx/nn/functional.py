@@ -110,6 +110,7 @@ def _class_inputs(name: str, input: Any, target: Any, weight: Any, ignore_index:
     t = np.asarray(target.numpy() if isinstance(target, Tensor) else target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{name}(): target must hold integer class indices, got dtype {t.dtype}")
+    want: tuple[int, ...]
     if x.ndim == 1:
         c, want = x.shape[0], ()
     else:
