@@ -64,7 +64,7 @@ def test_zero_grad_clears():
 
 
 def test_demo_trains_karate_club(capsys):
-    from rtx.demo import main
+    from rtx.examples.karate import main
 
     acc = main(["--epochs", "80"])
     out = capsys.readouterr().out
