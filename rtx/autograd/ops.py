@@ -167,27 +167,35 @@ class Pow(Op):
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:
+            # PyTorch's rule: 0 where the exponent is 0 (so 0**0 gives 0, not 0 * inf)
             if _is_prim(b):
-                da = B.mul(b, B.pow(a, B.sub(b, 1)))
+                da = B.where(B.eq(b, 0), 0, B.mul(b, B.pow(a, B.sub(b, 1))))
             elif b == 0:
                 da = _zeros_like(B, a)
             else:
                 da = B.mul(B.pow(a, b - 1), b)
             ga = unbroadcast(B, B.mul(g, da), tuple(B.shape(a)))
         if nb:
-            # d(a^b)/db = a^b log a, taken as 0 where a == 0 (PyTorch's convention)
+            # d(a^b)/db = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's rule;
+            # 0 ** negative keeps inf * -inf = -inf as PyTorch does)
+            # (b needs a gradient, so it is a primitive here)
             if _is_prim(a):
-                loga = B.log(B.where(B.eq(a, 0), 1, a))
+                zero = B.eq(a, 0)
+                gb = B.mul(g, B.mul(out, B.log(B.where(zero, 1, a))))  # no log(0) warning
+                gb = B.where(zero, B.where(B.lt(b, 0), B.mul(g, -math.inf), 0), gb)
             else:
-                loga = math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
-            gb = unbroadcast(B, B.mul(g, B.mul(out, loga)), tuple(B.shape(b)))
+                loga = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+                gb = B.mul(g, B.mul(out, loga))
+                if a == 0:
+                    gb = B.where(B.ge(b, 0), 0, gb)
+            gb = unbroadcast(B, gb, tuple(B.shape(b)))
         return ga, gb
 
 
 class Maximum(Op):
     name = "maximum"
     fresh_grads = True
-    _pick = "gt"
+    _a_loses, _b_loses = "lt", "gt"
 
     @classmethod
     def forward(cls, ctx, B, a, b):
@@ -196,23 +204,24 @@ class Maximum(Op):
 
     @classmethod
     def backward(cls, ctx, B, g):
-        # Ties split the gradient equally (PyTorch's rule for maximum/minimum).
+        # PyTorch's rule: ties split the gradient equally; an input gets nothing
+        # only where it strictly loses, so where either is NaN both get g.
         a, b = ctx.a, ctx.b
         na, nb = ctx.needs_input_grad
-        win = getattr(B, cls._pick)(a, b)
-        tie = B.eq(a, b)
-        half = B.mul(g, 0.5)
+        gs = B.where(B.eq(a, b), B.mul(g, 0.5), g)
         ga = gb = None
         if na:
-            ga = unbroadcast(B, B.where(win, g, B.where(tie, half, 0)), tuple(B.shape(a)))
+            ga = unbroadcast(B, B.where(getattr(B, cls._a_loses)(a, b), 0, gs),
+                             tuple(B.shape(a)))
         if nb:
-            gb = unbroadcast(B, B.where(win, 0, B.where(tie, half, g)), tuple(B.shape(b)))
+            gb = unbroadcast(B, B.where(getattr(B, cls._b_loses)(a, b), 0, gs),
+                             tuple(B.shape(b)))
         return ga, gb
 
 
 class Minimum(Maximum):
     name = "minimum"
-    _pick = "lt"
+    _a_loses, _b_loses = "gt", "lt"
 
 
 # -------------------------------------------------------------------- unary
@@ -310,7 +319,8 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.where(B.gt(ctx.out, 0), g, 0),)
+        # PyTorch's threshold rule: 0 where out <= 0, else g (a NaN input passes g)
+        return (B.where(B.le(ctx.out, 0), 0, g),)
 
 
 class LeakyRelu(Op):
@@ -527,7 +537,10 @@ class Max(Op):
         shape = tuple(B.shape(ctx.a))
         kshape = _keepdim_shape(shape, ctx.dim)
         m = B.broadcast_to(B.reshape(ctx.out, kshape), shape)
-        hit = B.cast(B.eq(ctx.a, m), B.dtype(g))
+        a = ctx.a
+        # where the extremum is NaN, the NaN elements share the gradient (PyTorch's
+        # rule for max()/max(dim); NaN == NaN is false, so eq alone would hit none)
+        hit = B.cast(B.where(B.ne(m, m), B.ne(a, a), B.eq(a, m)), B.dtype(g))
         count = B.sum(hit, ctx.dim, keepdim=True)
         share = B.broadcast_to(B.div(B.reshape(g, kshape), count), shape)
         return (B.mul(hit, share),)
