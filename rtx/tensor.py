@@ -818,8 +818,8 @@ _vc_lock = threading.Lock()
 def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
     """PyTorch's rule for in-place arithmetic: the result type may not be of a
     higher kind (bool < integer < float) than the tensor written into."""
-    if isinstance(o, Tensor):
-        res = o.dtype if dst == o.dtype else np.result_type(dst, o.dtype)
+    if isinstance(o, Tensor):  # a higher-kind operand's dtype wins (PyTorch's promotion)
+        res = o.dtype if _KIND_RANK[o.dtype.kind] > _KIND_RANK[dst.kind] else dst
     elif isinstance(o, builtins.bool):
         res = dst
     elif isinstance(o, builtins.int):

@@ -349,8 +349,9 @@ class Elu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        # x > 0: 1; else alpha * exp(x) = out + alpha
-        return (B.where(B.gt(ctx.a, 0), g, B.mul(g, B.add(ctx.out, ctx.alpha))),)
+        # x <= 0: alpha * exp(x) = out + alpha; else 1 (so a NaN input passes g, as in
+        # PyTorch's elu_backward)
+        return (B.where(B.le(ctx.a, 0), B.mul(g, B.add(ctx.out, ctx.alpha)), g),)
 
 
 class Sigmoid(Op):

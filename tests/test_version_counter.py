@@ -1,0 +1,168 @@
+"""Version counters: in-place writes to a tensor saved for backward are detected
+(PyTorch semantics), on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rtx
+
+MSG = "modified by an inplace operation"
+
+
+def _leaf(backend, dtype, shape=(2, 3), seed=0):
+    return rtx.randn(*shape, dtype=dtype, requires_grad=True, seed=seed)
+
+
+def test_every_inplace_write_bumps_the_version(backend, dtype):
+    t = rtx.zeros(3, dtype=dtype)
+    assert t._version == 0
+    with rtx.no_grad():
+        t.add_(1)
+        t.sub_(rtx.ones(3, dtype=dtype))
+        t.mul_(2)
+        t.div_(2)
+        t.copy_(rtx.ones(3, dtype=dtype))
+        t.zero_()
+        t.fill_(3)
+        t += 1
+        t -= 1
+        t *= 2
+        t /= 2
+    assert t._version == 11
+    np.testing.assert_array_equal(t.numpy(), [3, 3, 3])
+
+
+def test_modified_under_no_grad_raises_in_backward(backend, dtype):
+    x = _leaf(backend, dtype)
+    w = rtx.randn(2, 3, dtype=dtype, seed=1)
+    y = (x * w).sum()                     # mul saves w (at version 0)
+    with rtx.no_grad():
+        w.add_(1.0)
+    with pytest.raises(RuntimeError, match=MSG) as exc:
+        y.backward()
+    assert "is at version 1; expected version 0" in str(exc.value)
+    assert x.grad is None                 # raised before any .grad was written
+
+
+def test_augmented_assignment_of_a_saved_tensor_raises(backend, dtype):
+    x = _leaf(backend, dtype)
+    w = rtx.randn(2, 3, dtype=dtype, seed=1)
+    y = (x * w).sum()
+    w *= 2                                # w does not require grad: in place, bumped
+    with pytest.raises(RuntimeError, match=MSG):
+        y.backward()
+
+
+def test_optimiser_step_between_forward_and_backward_raises(backend, dtype):
+    w = _leaf(backend, dtype, (3, 3))
+    x = rtx.randn(4, 3, dtype=dtype, seed=2)
+    opt = rtx.optim.SGD([w], lr=0.1)
+    loss = (x @ w).tanh().sum()           # matmul saves w
+    (x @ w).sum().backward()              # some earlier gradient
+    opt.step()                            # w.sub_(...) bumps w's version
+    with pytest.raises(RuntimeError, match=MSG):
+        loss.backward()
+
+
+def test_write_through_a_view_raises(backend, dtype):
+    x = _leaf(backend, dtype)
+    w = rtx.randn(2, 3, dtype=dtype, seed=1)
+    v = w[0]                              # a view on the CPU backend
+    y = (x * w).sum()
+    with rtx.no_grad():
+        v.mul_(2.0)
+    if backend.name == "cpu":
+        assert v._vc is w._vc             # views share one counter
+        with pytest.raises(RuntimeError, match=MSG):
+            y.backward()
+    else:                                 # the minimal backend copies: w is unchanged
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), w.numpy())
+
+
+def test_saved_output_modified_raises(backend, dtype):
+    x = _leaf(backend, dtype)
+    y = x.exp()                           # exp saves its output
+    z = y.detach()                        # an alias of y's buffer
+    s = y.sum()
+    with rtx.no_grad():
+        z.mul_(0.0)
+    with pytest.raises(RuntimeError, match=MSG) as exc:
+        s.backward()
+    assert "its output" in str(exc.value)
+
+
+def test_function_saved_tensor_modified_raises(backend, dtype):
+    class Cube(rtx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g
+
+    x = _leaf(backend, dtype)
+    y = Cube.apply(x).sum()
+    with rtx.no_grad():
+        x.add_(1.0)
+    with pytest.raises(RuntimeError, match="its saved tensor 0"):
+        y.backward()
+
+
+def test_unsaved_inputs_may_change(backend, dtype):
+    """add saves no input: changing one is fine (PyTorch agrees)."""
+    x = _leaf(backend, dtype)
+    b = rtx.randn(2, 3, dtype=dtype, seed=1)
+    y = (x + b).sum()
+    with rtx.no_grad():
+        b.add_(1.0)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones((2, 3)))
+
+
+def test_modification_after_backward_is_fine(backend, dtype):
+    w = _leaf(backend, dtype, (3, 3))
+    x = rtx.randn(4, 3, dtype=dtype, seed=2)
+    opt = rtx.optim.Adam([w], lr=0.1)
+    for _ in range(3):                    # the ordinary loop never trips the check
+        opt.zero_grad()
+        (x @ w).tanh().sum().backward()
+        opt.step()
+    assert w._version == 3
+
+
+def test_retained_graph_checks_again(backend, dtype):
+    x = _leaf(backend, dtype)
+    w = rtx.randn(2, 3, dtype=dtype, seed=1)
+    y = (x * w).sum()
+    y.backward(retain_graph=True)
+    with rtx.no_grad():
+        w.fill_(0.0)
+    with pytest.raises(RuntimeError, match=MSG):
+        y.backward()
+
+
+def test_autograd_grad_checks_versions(backend, dtype):
+    x = _leaf(backend, dtype)
+    w = rtx.randn(2, 3, dtype=dtype, seed=1)
+    y = (x * w).sum()
+    with rtx.no_grad():
+        w.zero_()
+    with pytest.raises(RuntimeError, match=MSG):
+        rtx.autograd.grad(y, x)
+
+
+def test_write_through_numpy_view_is_not_seen():
+    """Documented limit: writes rtx does not perform (a numpy view) are invisible."""
+    x = rtx.randn(3, requires_grad=True, seed=0)
+    w = rtx.randn(3, seed=1)
+    y = (x * w).sum()
+    w.numpy()[:] = 5.0                    # the user's own numpy view of the buffer
+    assert w._version == 0
+    y.backward()                          # no error: the gradient uses the new values
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0, 5.0])
