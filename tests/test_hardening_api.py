@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,9 +19,23 @@ from rtx._backend_state import autodiff_for
 
 
 # ------------------------------------------------------------------ threads
-def test_concurrent_backward_on_a_shared_leaf_loses_no_update(backend):
-    n_threads, n_iter = 8, 40
-    x = rtx.ones(64, dtype=rtx.float64, requires_grad=True)
+class _SlowAdd(rtx.CpuBackend):
+    """CPU backend whose add sleeps (releasing the GIL): widens the window of any
+    unsynchronised read-modify-write of .grad from nanoseconds to milliseconds."""
+
+    def add(self, a, b):
+        time.sleep(0.002)
+        return super().add(a, b)
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_concurrent_backward_on_a_shared_leaf_loses_no_update(backend, slow):
+    n_threads, n_iter = 8, 10 if slow else 40
+    if slow:
+        with rtx.use_backend(_SlowAdd()):
+            x = rtx.ones(64, dtype=rtx.float64, requires_grad=True)
+    else:
+        x = rtx.ones(64, dtype=rtx.float64, requires_grad=True)
     start = threading.Barrier(n_threads)
     errors = []
 
@@ -42,7 +57,15 @@ def test_concurrent_backward_on_a_shared_leaf_loses_no_update(backend):
     np.testing.assert_array_equal(x.grad.numpy(), np.full(64, float(want)))
 
 
-def test_autodiff_for_makes_one_decorator_under_threads():
+def test_autodiff_for_makes_one_decorator_under_threads(monkeypatch):
+    import rtx._backend_state as bs
+
+    class SlowAutodiff(bs.Autodiff):
+        def __init__(self, inner):
+            time.sleep(0.01)  # widen the check-then-insert window
+            super().__init__(inner)
+
+    monkeypatch.setattr(bs, "Autodiff", SlowAutodiff)
     b = rtx.CpuBackend()
     start = threading.Barrier(8)
     got = []

@@ -263,7 +263,7 @@ def test_inplace_version_errors_match_torch():
 
 
 def test_inplace_cast_errors_match_torch():
-    for lib, f in ((rtx, rtx.tensor), (torch, torch.tensor)):
+    for f in (rtx.tensor, torch.tensor):
         t = f([1, 2])
         with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
                                                "output type Long"):
