@@ -557,7 +557,10 @@ class Tensor:
         return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
 
     def __getitem__(self, key: Any) -> Tensor:
-        return self._ad.apply(_OPS["getitem"], self, key=_host_key(key))
+        k = _host_key(key)
+        if self._rg and is_grad_enabled():
+            k = _snapshot_key(k)  # kept for backward: later writes to it must not matter
+        return self._ad.apply(_OPS["getitem"], self, key=k)
 
     # --------------------------------------------------------------- other
     def matmul(self, o: Any) -> Tensor:
@@ -764,6 +767,15 @@ def _host_key_part(k: Any) -> Any:
     if isinstance(k, np.ndarray) and type(k) is not np.ndarray:
         return plain_ndarray(k, "tensor index")  # a masked index array is refused
     return k
+
+
+def _snapshot_key(key: Any) -> Any:
+    """Private copies of the index arrays in a (host) key."""
+    if isinstance(key, np.ndarray):
+        return key.copy()
+    if isinstance(key, tuple):
+        return tuple(k.copy() if isinstance(k, np.ndarray) else k for k in key)
+    return key
 
 
 def _host_key(key: Any) -> Any:

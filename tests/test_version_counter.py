@@ -166,3 +166,27 @@ def test_write_through_numpy_view_is_not_seen():
     assert w._version == 0
     y.backward()                          # no error: the gradient uses the new values
     np.testing.assert_array_equal(x.grad.numpy(), [5.0, 5.0, 5.0])
+
+
+@pytest.mark.parametrize("how", ["index_select", "index_add", "getitem"])
+def test_index_arrays_are_snapshotted_for_backward(backend, dtype, how):
+    """Indices kept for backward are private copies: rewriting the caller's array
+    (or index tensor) after the forward cannot change the gradient."""
+    x = rtx.randn(4, 2, dtype=dtype, requires_grad=True, seed=0)
+    idx = np.array([0, 0, 3])
+    if how == "index_select":
+        y = rtx.index_select(x, idx)
+    elif how == "index_add":
+        y = rtx.index_add(x[:3], idx, 4)
+    else:
+        y = x[idx]
+    g = rtx.tensor(np.arange(y.numel(), dtype=dtype).reshape(y.shape))
+    idx[:] = [1, 2, 2]                    # the caller reuses its buffer
+    y.backward(g)
+    want = np.zeros((4, 2), dtype)
+    gn = g.numpy()
+    if how == "index_add":                # grad of src rows = g[idx] with the old idx
+        want[:3] = gn[[0, 0, 3]]
+    else:
+        np.add.at(want, [0, 0, 3], gn)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
