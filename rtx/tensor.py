@@ -593,7 +593,12 @@ class Tensor:
         if name in _ARITH:
             _check_inplace_cast(name, self.dtype, o)
         ov = o._value if isinstance(o, Tensor) else o
-        self._value = self._ad.inner.inplace(name, self._value, ov)
+        B = self._ad.inner
+        if name == "pow":  # computed, then copied in (the backends have no in-place pow)
+            ov, name = B.pow(self._value, ov), "copy"
+            if tuple(B.shape(ov)) != self.shape:
+                raise ValueError(f"pow_(): result shape {tuple(B.shape(ov))} != {self.shape}")
+        self._value = B.inplace(name, self._value, ov)
         _bump(self)
         return self
 
@@ -621,6 +626,12 @@ class Tensor:
 
     def __itruediv__(self, o: Any) -> Tensor:
         return self._augmented("div", "/", o)
+
+    def __ipow__(self, o: Any) -> Tensor:
+        return self._augmented("pow", "**", o)
+
+    def pow_(self, other: Any) -> Tensor:
+        return self._inplace("pow", other)
 
     def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
@@ -821,7 +832,7 @@ def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-_ARITH = frozenset(("add", "sub", "mul", "div"))
+_ARITH = frozenset(("add", "sub", "mul", "div", "pow"))
 _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
 _TORCH_NAMES = {float32: "Float", float64: "Double", int32: "Int", int64: "Long", bool_: "Bool"}
 _vc_lock = threading.Lock()

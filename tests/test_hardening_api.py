@@ -397,3 +397,24 @@ def test_import_rtx_loads_optim():
                        env=child_env(), timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["Adam", "SGD"]
+
+
+def test_pow_in_place(backend, dtype):
+    t = rtx.tensor([1.0, 2.0, 3.0], dtype=dtype)
+    alias = t
+    with rtx.no_grad():
+        t **= 2
+    assert t is alias and t.tolist() == [1.0, 4.0, 9.0] and t._version == 1
+    t.pow_(rtx.tensor([0.5, 0.5, 0.5], dtype=dtype))
+    np.testing.assert_allclose(t.numpy(), [1.0, 2.0, 3.0], rtol=1e-6)
+    i = rtx.tensor([2, 3])
+    i **= 2
+    assert i.tolist() == [4, 9]
+    with pytest.raises(RuntimeError, match="result type Float can't be cast"):
+        i **= 0.5
+    with pytest.raises(ValueError):
+        t.pow_(rtx.ones(2, 3, dtype=dtype))
+    assert i.tolist() == [4, 9]
+    p = rtx.ones(2, dtype=dtype, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        p **= 2
