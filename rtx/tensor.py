@@ -381,7 +381,7 @@ class Tensor:
     def _floating(self) -> Tensor:
         """Integer and bool tensors promote to float32 for float-valued ops (as in
         PyTorch; numpy would compute a bool input at float16 precision)."""
-        return self if self.dtype.kind == "f" else self.to(float32)
+        return self if self._ad.inner.dtype(self._value).kind == "f" else self.to(float32)
 
     def softmax(self, dim: int = -1) -> Tensor:
         d = _check_dim(dim, self.ndim)

@@ -190,3 +190,43 @@ def test_index_arrays_are_snapshotted_for_backward(backend, dtype, how):
     else:
         np.add.at(want, [0, 0, 3], gn)
     np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def _op_calls():
+    a = lambda: rtx.tensor([[0.5, 1.5], [2.0, 0.25]], requires_grad=True)  # noqa: E731
+    return {
+        "add": lambda: a() + a(), "sub": lambda: a() - a(), "mul": lambda: a() * a(),
+        "div": lambda: a() / a(), "pow": lambda: a() ** a(), "pow_scalar": lambda: a() ** 2,
+        "rpow_scalar": lambda: 2.0 ** a(), "maximum": lambda: rtx.maximum(a(), a()),
+        "minimum": lambda: rtx.minimum(a(), a()), "neg": lambda: -a(), "exp": lambda: a().exp(),
+        "log": lambda: a().log(), "sqrt": lambda: a().sqrt(), "abs": lambda: a().abs(),
+        "sign": lambda: a().sign(), "relu": lambda: a().relu(),
+        "leaky_relu": lambda: a().leaky_relu(0.1), "elu": lambda: a().elu(),
+        "sigmoid": lambda: a().sigmoid(), "tanh": lambda: a().tanh(),
+        "softmax": lambda: a().softmax(-1), "log_softmax": lambda: a().log_softmax(0),
+        "where": lambda: rtx.where(rtx.tensor([[True, False], [False, True]]), a(), a()),
+        "cast": lambda: a().double(), "copy": lambda: a().clone(), "sum": lambda: a().sum(1),
+        "mean": lambda: a().mean(), "max": lambda: a().amax(1), "min": lambda: a().amin(),
+        "matmul": lambda: a() @ a(), "reshape": lambda: a().reshape(4),
+        "permute": lambda: a().T, "broadcast_to": lambda: a().expand(3, 2, 2),
+        "getitem": lambda: a()[0], "getitem_adv": lambda: a()[[0, 0]],
+        "concat": lambda: rtx.cat([a(), a()]), "stack": lambda: rtx.stack([a(), a()]),
+        "index_select": lambda: rtx.index_select(a(), [1, 0, 1]),
+        "index_add": lambda: rtx.index_add(a(), [1, 1], 3),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_op_calls()))
+def test_declared_saves_match_what_the_forward_saves(name, monkeypatch):
+    """Each op's static ``saves`` equals what inspecting its ctx finds (the
+    declaration is a fast path; a wrong one would miss a modified buffer)."""
+    from rtx.autograd.ops import OPS
+
+    call = _op_calls()[name]
+    declared = call()._node.versions or []
+    for op in OPS.values():
+        monkeypatch.setattr(op, "saves", None)
+    inspected = call()._node.versions or []
+    assert [v[2] for v in declared] == [v[2] for v in inspected]
+    assert set(OPS) <= {k.split("_scalar")[0].replace("rpow", "pow").replace("_adv", "")
+                        for k in _op_calls()}

@@ -62,6 +62,10 @@ class Op:
     differentiable = True
     fresh_grads = False
     view = False  # True: the result may alias the first input's buffer (a view)
+    # Which buffers the forward saves on ctx (input positions; -1 = the output), for
+    # the version-counter check; None = find out by inspecting ctx (slower).
+    # tests/test_version_counter.py checks each declaration against the inspection.
+    saves: tuple[int, ...] | None = None
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -80,6 +84,7 @@ class Op:
 # --------------------------------------------------------------- arithmetic
 class Add(Op):
     name = "add"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -97,6 +102,7 @@ class Add(Op):
 
 class Sub(Op):
     name = "sub"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -114,6 +120,7 @@ class Sub(Op):
 
 class Mul(Op):
     name = "mul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
@@ -133,6 +140,7 @@ class Mul(Op):
 
 class Div(Op):
     name = "div"
+    saves = (1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -153,6 +161,7 @@ class Div(Op):
 
 class Pow(Op):
     name = "pow"
+    saves = (0, 1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -194,6 +203,7 @@ class Pow(Op):
 
 class Maximum(Op):
     name = "maximum"
+    saves = (0, 1)
     fresh_grads = True
     _a_loses, _b_loses = "lt", "gt"
 
@@ -227,6 +237,7 @@ class Minimum(Maximum):
 # -------------------------------------------------------------------- unary
 class Neg(Op):
     name = "neg"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -240,6 +251,7 @@ class Neg(Op):
 
 class Exp(Op):
     name = "exp"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -254,6 +266,7 @@ class Exp(Op):
 
 class Log(Op):
     name = "log"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -268,6 +281,7 @@ class Log(Op):
 
 class Sqrt(Op):
     name = "sqrt"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -282,6 +296,7 @@ class Sqrt(Op):
 
 class Abs(Op):
     name = "abs"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -297,6 +312,7 @@ class Abs(Op):
 
 class Sign(Op):
     name = "sign"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -310,6 +326,7 @@ class Sign(Op):
 
 class Relu(Op):
     name = "relu"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -325,6 +342,7 @@ class Relu(Op):
 
 class LeakyRelu(Op):
     name = "leaky_relu"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -339,6 +357,7 @@ class LeakyRelu(Op):
 
 class Elu(Op):
     name = "elu"
+    saves = (0, -1)
     fresh_grads = True
 
     @staticmethod
@@ -356,6 +375,7 @@ class Elu(Op):
 
 class Sigmoid(Op):
     name = "sigmoid"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -371,6 +391,7 @@ class Sigmoid(Op):
 
 class Tanh(Op):
     name = "tanh"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -386,6 +407,7 @@ class Tanh(Op):
 
 class Softmax(Op):
     name = "softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -405,6 +427,7 @@ class Softmax(Op):
 
 class LogSoftmax(Op):
     name = "log_softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -425,6 +448,7 @@ class Where(Op):
     """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
 
     name = "where"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -445,6 +469,7 @@ class Where(Op):
 
 class Cast(Op):
     name = "cast"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dtype):
@@ -460,6 +485,7 @@ class Copy(Op):
     """A copy keeps the tensor's identity on the tape: its gradient flows straight back."""
 
     name = "copy"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a):
@@ -488,6 +514,7 @@ def _expand_back(B: Any, g: Any, shape: tuple[int, ...], dim: Any, keepdim: bool
 
 class Sum(Op):
     name = "sum"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):
@@ -501,6 +528,7 @@ class Sum(Op):
 
 class Mean(Op):
     name = "mean"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -524,6 +552,7 @@ class Max(Op):
     attain the extremum (PyTorch's rule for ``amax`` and full ``max()``)."""
 
     name = "max"
+    saves = (0, -1)
     fresh_grads = True
     _reduce = "max"
 
@@ -557,6 +586,7 @@ class MatMul(Op):
     """matmul of operands with >= 2 dims (batch dims broadcast)."""
 
     name = "matmul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
@@ -585,6 +615,7 @@ class MatMul(Op):
 # -------------------------------------------------------------------- shape
 class Reshape(Op):
     name = "reshape"
+    saves = ()
     view = True
 
     @staticmethod
@@ -599,6 +630,7 @@ class Reshape(Op):
 
 class Permute(Op):
     name = "permute"
+    saves = ()
     view = True
 
     @staticmethod
@@ -616,6 +648,7 @@ class Permute(Op):
 
 class BroadcastTo(Op):
     name = "broadcast_to"
+    saves = ()
     view = True
 
     @staticmethod
@@ -632,6 +665,7 @@ class GetItem(Op):
     """Basic and advanced indexing; repeated indices accumulate in the backward."""
 
     name = "getitem"
+    saves = ()
     fresh_grads = True
     view = True
 
@@ -649,6 +683,7 @@ class Concat(Op):
     """``concat(*xs, dim=d)``: the gradient is split back along ``dim``."""
 
     name = "concat"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
@@ -672,6 +707,7 @@ class Concat(Op):
 
 class Stack(Op):
     name = "stack"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
@@ -691,6 +727,7 @@ class IndexSelect(Op):
     """Row gather; its backward is ``index_add`` (the adjoint)."""
 
     name = "index_select"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -708,6 +745,7 @@ class IndexAdd(Op):
     """Row scatter-add; its backward is ``index_select`` (the adjoint)."""
 
     name = "index_add"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
