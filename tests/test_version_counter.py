@@ -230,3 +230,12 @@ def test_declared_saves_match_what_the_forward_saves(name, monkeypatch):
     assert [v[2] for v in declared] == [v[2] for v in inspected]
     assert set(OPS) <= {k.split("_scalar")[0].replace("rpow", "pow").replace("_adv", "")
                         for k in _op_calls()}
+
+
+def test_where_mask_modified_after_forward_raises(backend, dtype):
+    x = _leaf(backend, dtype)
+    mask = rtx.tensor([[True, False, True], [False, True, False]])
+    y = rtx.where(mask, x, 0.0).sum()
+    mask.fill_(True)                      # the backward would route g by the new mask
+    with pytest.raises(RuntimeError, match=MSG):
+        y.backward()

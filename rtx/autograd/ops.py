@@ -448,7 +448,7 @@ class Where(Op):
     """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
 
     name = "where"
-    saves = ()
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
