@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rtx
 
@@ -239,3 +241,48 @@ def test_where_mask_modified_after_forward_raises(backend, dtype):
     mask.fill_(True)                      # the backward would route g by the new mask
     with pytest.raises(RuntimeError, match=MSG):
         y.backward()
+
+
+_STEPS = st.lists(st.tuples(st.sampled_from(["add_", "sub_", "mul_", "div_", "fill_", "zero_",
+                                             "+=", "-=", "*=", "/=", "copy_"]),
+                            st.sampled_from(["base", "row", "flat", "T"]),
+                            st.floats(0.5, 2.0)), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=_STEPS)
+def test_inplace_sequences_on_views_match_numpy_and_count_versions(steps):
+    """Random in-place writes through the tensor and its views (CPU backend): the
+    values match numpy's, every write bumps the shared counter once, and a
+    recorded product that saved the tensor raises iff something was written."""
+    base = rtx.tensor(np.arange(1.0, 7.0).reshape(2, 3), dtype=rtx.float64)
+    views = {"base": base, "row": base[1], "flat": base.reshape(6), "T": base.T}
+    ref = np.arange(1.0, 7.0).reshape(2, 3)
+    rviews = {"base": ref, "row": ref[1], "flat": ref.reshape(6), "T": ref.T}
+    x = rtx.ones(2, 3, dtype=rtx.float64, requires_grad=True)
+    y = (x * base).sum()
+    for op, where, v in steps:
+        t, r = views[where], rviews[where]
+        if op in ("+=", "-=", "*=", "/="):
+            ns = {"t": t, "v": v}
+            exec(f"t {op} v", ns)
+            assert ns["t"] is t
+            r[...] = {"+=": r + v, "-=": r - v, "*=": r * v, "/=": r / v}[op]
+        elif op == "zero_":
+            t.zero_()
+            r[...] = 0
+        elif op == "copy_":
+            t.copy_(rtx.full(t.shape, v, dtype=rtx.float64))
+            r[...] = v
+        else:
+            getattr(t, op)(v)
+            r[...] = {"add_": r + v, "sub_": r - v, "mul_": r * v, "div_": r / v,
+                      "fill_": v}[op]
+    np.testing.assert_allclose(base.numpy(), ref)
+    assert all(w._version == len(steps) for w in views.values())
+    if steps:
+        with pytest.raises(RuntimeError, match=MSG):
+            y.backward()
+    else:
+        y.backward()
+        np.testing.assert_array_equal(x.grad.numpy(), ref)
