@@ -659,7 +659,7 @@ class Tensor:
         return self._inplace("fill", value)
 
     # ------------------------------------------------------- copy / pickle
-    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         """A new leaf on the same backend with copied data (and ``grad``), as in PyTorch."""
         if self._node is not None:
             raise RuntimeError(
@@ -749,6 +749,7 @@ def _check_dim(dim: Any, ndim: int) -> int:
 def _check_dims(dim: Any, ndim: int) -> Any:
     if dim is None:
         return None
+    ds: Any
     if isinstance(dim, (tuple, list)):
         ds = tuple(_check_dim(d, ndim) for d in dim)
         if len(set(ds)) != len(ds):

@@ -80,7 +80,7 @@ class FunctionCtx:
         if self._saved is None:
             return ()
         Tensor = _tensor_cls()
-        out = []
+        out: list[Any] = []
         for s in self._saved:
             if s is None:
                 out.append(None)
