@@ -21,7 +21,7 @@ except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
         ) from _exc
     raise
 
-from . import autograd
+from . import autograd, optim  # optim: rtx.optim.Adam works after a plain `import rtx`
 from ._backend_state import get_default_backend, set_default_backend, use_backend
 from ._config import config, show_config
 from ._kernels import (
@@ -111,7 +111,7 @@ __all__ = [
     "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
     "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
     "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",
-    "mul", "ne", "neg", "no_grad", "ones", "ones_like", "permute", "pow", "rand", "randn",
+    "mul", "ne", "neg", "no_grad", "ones", "optim", "ones_like", "permute", "pow", "rand", "randn",
     "relu", "reset_peak_memory_stats", "reshape", "set_cache_limit", "set_default_backend",
     "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",

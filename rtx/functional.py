@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
+from .autograd.grad_mode import is_grad_enabled
 from .autograd.ops import OPS
 from .backend.index import as_index_array
 from .tensor import MaxResult, Tensor, _check_dim, _operand
@@ -159,7 +160,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
-    return ad.apply(OPS["where"], c._value, _operand(a, ad), _operand(b, ad))
+    if c._ad is not ad:
+        raise TypeError("where(): cond lives on a different backend than a / b")
+    # cond passed as a tensor: its version is recorded (the backward reuses the mask)
+    return ad.apply(OPS["where"], c, _operand(a, ad), _operand(b, ad))
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -236,10 +240,19 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 
-def _indices(indices: Any, op: str) -> np.ndarray:
+def _indices(indices: Any, op: str, recorded: bool) -> np.ndarray:
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    return as_index_array(indices, op)
+    idx = as_index_array(indices, op)
+    if recorded and idx is indices:
+        # kept for backward: a private copy, so a later write to the caller's array
+        # (or index tensor) cannot silently change the gradient
+        idx = idx.copy()
+    return idx
+
+
+def _recorded(x: Tensor) -> bool:
+    return x._rg and is_grad_enabled()
 
 
 def index_select(x: Any, indices: Any) -> Tensor:
@@ -249,7 +262,7 @@ def index_select(x: Any, indices: Any) -> Tensor:
     ``[0, x.shape[0])``.  Its gradient is ``index_add`` of the output gradient.
     """
     x = _t(x)
-    idx = _indices(indices, "index_select")
+    idx = _indices(indices, "index_select", _recorded(x))
     return x._ad.apply(OPS["index_select"], x, idx)
 
 
@@ -260,5 +273,5 @@ def index_add(src: Any, indices: Any, num_rows: int) -> Tensor:
     (deterministic for any thread count).  Its gradient is ``index_select``.
     """
     src = _t(src)
-    idx = _indices(indices, "index_add")
+    idx = _indices(indices, "index_add", _recorded(src))
     return src._ad.apply(OPS["index_add"], src, idx, num_rows)

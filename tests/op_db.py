@@ -73,7 +73,6 @@ class OpInfo:
     # getattr(rtx, name) (unary, binary) or the Tensor method (compare)
     fuzz: bool = True
     keeps_int: bool = False           # unary: an int input gives an int result (else float64)
-    float_only: bool = False          # unary: computed in floating point (bool input refused)
 
 
 # --------------------------------------------------------------- backend samples
@@ -186,7 +185,7 @@ OPS: list[OpInfo] = [
     OpInfo("relu", A, "unary", rtx.relu, lambda a: np.maximum(a, a.dtype.type(0)),
            keeps_int=True, grad_domain={"away": 0.1},
            backend_call=lambda B, f: B.relu(f(X - 1))),
-    OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid, float_only=True,
+    OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid,
            backend_call=lambda B, f: B.sigmoid(f(X - 1))),
     OpInfo("tanh", A, "unary", rtx.tanh, np.tanh, backend_call=lambda B, f: B.tanh(f(X))),
     # parametrised: fuzzed with their parameters by test_fuzz.test_parametrised_activations

@@ -232,8 +232,11 @@ def _engine(
         ctx = n.ctx  # read once: another thread's backward may release it meanwhile
         if ctx is None or n.released:
             raise _released_error(n)
-        if n.versions is not None:
-            _check_versions(B, n)
+        vs = n.versions
+        if vs is not None:
+            for v in vs:
+                if v[0][0] != v[1]:  # a saved buffer was modified in place since
+                    _check_versions(B, n)
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
