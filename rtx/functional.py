@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _backend_state
 from .autograd.ops import OPS
-from .backend.index import as_index_array
+from .backend.index import freeze_indices
 from .tensor import MaxResult, Tensor, _check_dim, _operand
 
 
@@ -239,7 +239,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
 def _indices(indices: Any, op: str) -> np.ndarray:
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    return as_index_array(indices, op)
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def index_select(x: Any, indices: Any) -> Tensor:
