@@ -25,7 +25,11 @@ extension is built with gcc, which cannot emit libFuzzer's native coverage, so
 its C code is exercised but not coverage-guided) and findings.  Exit status 1
 on any finding.  ``--asan`` runs against the ASan + UBSan build that
 ``tools/asan_job.py`` makes (built here if missing, ``build/asan/src``), with
-gcc's ASan runtime preloaded.
+gcc's ASan runtime preloaded.  There, gcc's libasan (not atheris' libFuzzer)
+provides the coverage callbacks, so libFuzzer gets no coverage feedback: the
+ASan run replays the corpus (``build/fuzz/corpus``) that the coverage-guided
+runs grew and mutates it unguided.  CI runs both: 40 s guided, then 20 s under
+ASan.
 """
 
 # ruff: noqa: E731  (the harness picks its call as a lambda per branch)
@@ -367,14 +371,26 @@ def main() -> int:
         _harness()
         return 0
     os.makedirs(args.corpus, exist_ok=True)
+    args.corpus = os.path.abspath(args.corpus)
     art = os.path.join(ROOT, "build", "fuzz", "findings") + os.sep
     os.makedirs(art, exist_ok=True)
     if args.asan:
         env, where = _asan_env()
     else:
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        where = ROOT
+        if any(f.startswith("_kernels") and f.endswith((".so", ".pyd"))
+               for f in os.listdir(os.path.join(ROOT, "rtx"))):
+            # an in-place build of this tree
+            env["PYTHONPATH"] = os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep)
+        # else the installed rtx (CI: pip install .)
+        probe = subprocess.run([sys.executable, "-c", "import rtx; print(rtx.__file__)"],
+                               env=env, cwd=os.path.join(ROOT, "build"), capture_output=True,
+                               text=True)
+        if probe.returncode != 0:
+            print(probe.stderr)
+            return 1
+        where = os.path.dirname(os.path.dirname(probe.stdout.strip()))
     env["PYTHONFAULTHANDLER"] = "1"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker",
            f"-max_total_time={args.seconds}", f"-runs={args.runs}",
@@ -395,7 +411,8 @@ def main() -> int:
     print(f"=== fuzz: {args.seconds} s against the rtx in {where}"
           f"{' (ASan + UBSan)' if args.asan else ''}", flush=True)
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+    p = subprocess.run(cmd, env=env, cwd=os.path.join(ROOT, "build"), capture_output=True,
+                       text=True,
                        errors="replace", preexec_fn=pre, timeout=args.seconds * 3 + 300)
     out = p.stdout + p.stderr
     with open(os.path.join(ROOT, "build", "fuzz", "last.log"), "w") as fh:
@@ -410,6 +427,10 @@ def main() -> int:
           f"{cov[-1] if cov else '?'}, features (ft) {ft[-1] if ft else '?'}, corpus "
           f"{corp[-1] if corp else '?'} inputs, {time.perf_counter() - t0:.0f} s, "
           f"exit {p.returncode}")
+    if args.asan and not cov:
+        print("=== fuzz: no coverage feedback under the ASan build: gcc's libasan provides the "
+              "coverage symbols, so atheris mutates unguided (replaying the corpus the "
+              "coverage-guided runs grew, then random mutations of it)")
     if crash or p.returncode != 0:
         print("=== fuzz: FINDING (log: build/fuzz/last.log, inputs: build/fuzz/findings/)")
         i = out.find(crash.group(0)) if crash else max(0, len(out) - 4000)
