@@ -87,9 +87,8 @@ def test_index_array_rewritten_by_another_thread_never_crashes(op, kind):
 @pytest.mark.valgrind
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
 def test_kernels_read_a_private_copy_checked_after_copying(itype):
-    """Deterministic form of the race: the index array is changed between the
-    call's validation and the kernel by a hook inside the snapshot path (the
-    point the other thread could hit).  The result must follow the snapshot."""
+    """Deterministic form of the race: the caller's array changes after
+    validation (where the other thread strikes); the kernel reads the snapshot."""
     idx = np.array([0, 2, 1], dtype=itype)
     snap = snapshot(idx, 3, "index_select")
     assert is_index_snapshot(snap) and not np.shares_memory(snap, idx)
@@ -408,6 +407,7 @@ def test_scatter_add_rows_runs_the_strategy_auto_dispatch_chose(case, expect):
         _kernels.set_parallel_thresholds(**old)
 
 
+@needs_omp
 def test_index_add_through_the_api_reports_its_strategy():
     rtx.set_num_threads(2)
     old = _kernels.set_parallel_thresholds(scatter=0, scatter_min_row_bytes=0)
