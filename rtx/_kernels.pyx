@@ -11,4 +11,5 @@ from cython.parallel cimport prange
 include "_openmp.pxi"
 include "_storage.pxi"
 include "_index.pxi"
+include "_snapshot.pxi"
 include "_dlpack.pxi"

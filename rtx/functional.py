@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
-from .autograd.grad_mode import is_grad_enabled
 from .autograd.ops import OPS
-from .backend.index import as_index_array
+from .backend.index import freeze_indices
 from .tensor import MaxResult, Tensor, _check_dim, _operand
 
 
@@ -240,19 +239,10 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 
-def _indices(indices: Any, op: str, recorded: bool) -> np.ndarray:
+def _indices(indices: Any, op: str) -> np.ndarray:
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    idx = as_index_array(indices, op)
-    if recorded and idx is indices:
-        # kept for backward: a private copy, so a later write to the caller's array
-        # (or index tensor) cannot silently change the gradient
-        idx = idx.copy()
-    return idx
-
-
-def _recorded(x: Tensor) -> bool:
-    return x._rg and is_grad_enabled()
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def index_select(x: Any, indices: Any) -> Tensor:
@@ -262,7 +252,7 @@ def index_select(x: Any, indices: Any) -> Tensor:
     ``[0, x.shape[0])``.  Its gradient is ``index_add`` of the output gradient.
     """
     x = _t(x)
-    idx = _indices(indices, "index_select", _recorded(x))
+    idx = _indices(indices, "index_select")
     return x._ad.apply(OPS["index_select"], x, idx)
 
 
@@ -273,5 +263,5 @@ def index_add(src: Any, indices: Any, num_rows: int) -> Tensor:
     (deterministic for any thread count).  Its gradient is ``index_select``.
     """
     src = _t(src)
-    idx = _indices(indices, "index_add", _recorded(src))
+    idx = _indices(indices, "index_add")
     return src._ad.apply(OPS["index_add"], src, idx, num_rows)
