@@ -1,8 +1,8 @@
 """``Autodiff(inner)``: the backend decorator that records the tape.
 
-It exposes the inner backend's op names over ``rtx.Tensor`` s.  Each call
-unwraps the tensors to inner primitives, runs the op's forward on the inner
-backend and, when grad mode is on and an input requires grad, records one
+``apply(op, *args, **attrs)`` runs one op rule (``rtx.autograd.ops``) over
+``rtx.Tensor`` s.  It unwraps the tensors to inner primitives, runs the op's
+forward on the inner backend and, when grad mode is on and an input requires grad, records one
 ``Node`` whose ``ctx`` holds what the backward rule needs (primitives, shapes,
 attributes) and ``needs_input_grad``.  Otherwise it takes the untracked path:
 the forward runs with a context that stores nothing and no node is made.
@@ -14,7 +14,7 @@ from typing import Any
 
 from .grad_mode import _state
 from .graph import Node
-from .ops import OPS, Op
+from .ops import Op
 
 Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
 
@@ -89,16 +89,3 @@ class Autodiff:
             out = op.forward(ctx, self.inner, *prims, **attrs)
             return T._make(out, self, True, Node(op, ctx, tuple(parents)))
         return T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
-
-
-def _make_method(op: type[Op]) -> Any:
-    def method(self: Autodiff, *args: Any, **attrs: Any) -> Any:
-        return self.apply(op, *args, **attrs)
-
-    method.__name__ = op.name
-    method.__doc__ = f"Recorded ``{op.name}`` (forward and backward in rtx.autograd.ops)."
-    return method
-
-
-for _name, _op in OPS.items():
-    setattr(Autodiff, _name, _make_method(_op))
