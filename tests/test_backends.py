@@ -47,6 +47,59 @@ def _public_ops():
 CALLS = op_db.backend_calls()
 
 
+def test_families_declare_exactly_their_ops():
+    """Each family mixin's OPS names exactly the ops it defines; Backend.OPS is all
+    public ops (what a decorator backend forwards family by family)."""
+    from rtx.backend.base import _MIXINS
+
+    for mixin in _MIXINS:
+        own = {n for n, v in vars(mixin).items() if inspect.isfunction(v)
+               and not n.startswith("_") and n not in QUERIES}
+        assert set(mixin.OPS) == own, (mixin.FAMILY, set(mixin.OPS) ^ own)
+        assert Backend.FAMILIES[mixin.FAMILY] == mixin.OPS
+    assert sorted(Backend.OPS) == _public_ops()
+    assert len(set(Backend.OPS)) == len(Backend.OPS)
+
+
+def test_a_decorator_backend_forwards_whole_families():
+    """A wrapper that forwards families by name (no hand-written method per op)."""
+
+    class Logged(Backend):
+        name = "logged"
+
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def from_numpy(self, a):
+            return self.inner.from_numpy(a)
+
+        def to_numpy(self, p):
+            return self.inner.to_numpy(p)
+
+        def shape(self, p):
+            return self.inner.shape(p)
+
+        def dtype(self, p):
+            return self.inner.dtype(p)
+
+    def forward(name):
+        def method(self, *args, **kw):
+            self.calls.append(name)
+            return getattr(self.inner, name)(*args, **kw)
+        return method
+
+    for fam in ("elementwise", "activation", "reduction"):
+        for n in Backend.FAMILIES[fam]:
+            setattr(Logged, n, forward(n))
+    b = Logged(CpuBackend())
+    with rtx.use_backend(b):
+        x = rtx.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+        y = (x.exp() * 2).relu().sum()
+        y.backward()
+    assert {"exp", "mul", "relu", "sum"} <= set(b.calls)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(x.numpy()))
+
+
 def test_every_op_is_covered():
     assert set(_public_ops()) == set(CALLS), set(_public_ops()) ^ set(CALLS)
 

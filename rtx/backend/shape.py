@@ -18,6 +18,11 @@ def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.nda
 
 
 class ShapeOps(HostRoundTrip):
+    FAMILY = "shape"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "reshape", "permute", "broadcast_to", "getitem", "slice_backward", "concat", "stack",
+    )
+
     def reshape(self, a: Any, shape: tuple[int, ...]) -> Any:
         """``a`` with a new shape: a view of ``a`` when ``can_view`` says so, else a copy."""
         return self._host(np.reshape, a, shape=shape)
