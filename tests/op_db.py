@@ -243,6 +243,23 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.full((2,), 3.5, np.dtype(np.float64))),
     OpInfo("inplace", "creation", differentiable=False,
            backend_call=lambda B, f: B.inplace("add", f(X), f(Y))),
+    # ------------------------------------------------------------------- loss
+    # the fused rules (values, gradchecks and bad inputs: tests/test_nn_functional.py)
+    OpInfo("cross_entropy", "loss"),
+    OpInfo("nll_loss", "loss"),
+    # the (loss, stats) pair side by side, and the backward rules
+    OpInfo("cross_entropy_forward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.concat(
+               [B.reshape(B.cross_entropy_forward(f(X), IDX)[0], (3, 1)),
+                B.cross_entropy_forward(f(X), IDX)[1]], 1)),
+    OpInfo("cross_entropy_backward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.cross_entropy_backward(
+               f(X), B.cross_entropy_forward(f(X), IDX)[1], IDX,
+               f(np.array([0.5, 0.0, 2.0])))),
+    OpInfo("nll_forward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.nll_forward(f(X), IDX)),
+    OpInfo("nll_backward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.nll_backward(f(np.array([0.5, 0.0, 2.0])), IDX, (3, 4))),
     OpInfo("tensor", "creation", differentiable=False, errors=(
         _E("ragged", lambda t: rtx.tensor([[1, 2], [3]]), ValueError),
         _E("mixed", lambda t: rtx.tensor([1, "a"]), TypeError),

@@ -15,7 +15,7 @@ from rtx.backend import Backend, CpuBackend, MinimalBackend, create_backend
 
 CORE = {"from_numpy", "to_numpy", "shape", "dtype"}
 # answer questions about a primitive (Python values back, nothing to record): not ops
-QUERIES = {"is_prim", "is_contiguous", "can_view"}
+QUERIES = {"is_prim", "is_contiguous", "can_view", "aliases"}
 
 
 def test_backend_is_abstract_over_the_core():

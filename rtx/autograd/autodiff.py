@@ -1,8 +1,8 @@
 """``Autodiff(inner)``: the backend decorator that records the tape.
 
-``apply(op, *args, **attrs)`` runs one op rule (``rtx.autograd.ops``) over
-``rtx.Tensor`` s.  It unwraps the tensors to inner primitives, runs the op's
-forward on the inner backend and, when grad mode is on and an input requires grad, records one
+It exposes the inner backend's op names over ``rtx.Tensor`` s.  Each call
+unwraps the tensors to inner primitives, runs the op's forward on the inner
+backend and, when grad mode is on and an input requires grad, records one
 ``Node`` whose ``ctx`` holds what the backward rule needs (primitives, shapes,
 attributes) and ``needs_input_grad``.  Otherwise it takes the untracked path:
 the forward runs with a context that stores nothing and no node is made.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op
@@ -87,5 +88,55 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            return T._make(out, self, True, Node(op, ctx, tuple(parents)))
-        return T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
+            n = Node(op, ctx, tuple(parents))
+            res = T._make(out, self, True, n)
+            if op.view:
+                _share_counter(self.inner, res, args[0])
+            n.versions = _saved_versions(ctx, args, res, T)
+            return res
+        res = T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
+        if op.view:
+            _share_counter(self.inner, res, args[0])
+        return res
+
+
+def _share_counter(B: Any, out: Any, src: Any) -> None:
+    """``out`` (a view op's result) shares ``src``'s version counter when the
+    backend made it an alias of ``src``'s buffer."""
+    if B.aliases(out._value, src._value):
+        vc = src._vc
+        if vc is None:
+            vc = src._vc = [0]
+        out._vc = vc
+
+
+def _saved_versions(ctx: _Ctx, args: tuple[Any, ...], out: Any, T: Any) -> Any:
+    """``[(counter, version now, input index or -1 for the output, prim)]`` for
+    each input / the output whose buffer the forward saved on ``ctx``, or None.
+
+    Checked before the node's backward runs (graph._check_versions)."""
+    saved = ctx.__dict__.values()
+    res = None
+    for i, a in enumerate(args):
+        if isinstance(a, T):
+            v = a._value
+            for s in saved:
+                if s is v:
+                    vc = a._vc
+                    if vc is None:
+                        vc = a._vc = [0]
+                    if res is None:
+                        res = []
+                    res.append((vc, vc[0], i, v))
+                    break
+    v = out._value
+    for s in saved:
+        if s is v:
+            vc = out._vc
+            if vc is None:
+                vc = out._vc = [0]
+            if res is None:
+                res = []
+            res.append((vc, vc[0], -1, v))
+            break
+    return res

@@ -2,7 +2,7 @@
 
 A backend computes on *primitives* (its own array objects) and is split by op
 family, one mixin per family (``elementwise.py``, ``activation.py``,
-``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``).  Only the
+``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``).  Only the
 *core* below is abstract: moving data between the backend and the host
 (``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
 ``dtype``).  Every other op has a default body, written against other ops or
@@ -22,16 +22,18 @@ from .activation import ActivationOps
 from .elementwise import ElementwiseOps
 from .index import IndexOps
 from .linalg import LinalgOps
+from .loss import LossOps
 from .reduction import ReductionOps
 from .shape import ShapeOps
 
 Prim = Any
 
 
-_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps)
+_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps)
 
 
-class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, ABC):
+class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
+              LossOps, ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 
     ``FAMILIES`` maps each op family to its op names (each family mixin declares
@@ -92,6 +94,11 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
         if tuple(self.shape(new)) != shape:
             raise ValueError(f"in-place {op}: result shape {tuple(self.shape(new))} != {shape}")
         return new if np.dtype(self.dtype(new)) == dt else self.cast(new, dt)
+
+    def aliases(self, view: Prim, base: Prim) -> bool:
+        """Whether ``view`` (a reshape/permute/getitem result) shares ``base``'s
+        buffer, so that an in-place write to one changes the other (default: no)."""
+        return False
 
     def is_prim(self, p: Any) -> bool:
         """Whether ``p`` is one of this backend's primitives (default: not a scalar)."""
