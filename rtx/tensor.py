@@ -419,8 +419,16 @@ class Tensor:
         """A copy; on the tape it is the same tensor (gradients flow straight back)."""
         return self._ad.apply(_OPS["copy"], self)
 
+    def is_contiguous(self) -> builtins.bool:
+        """Whether the data are laid out C-contiguously (row-major, no gaps)."""
+        return self._ad.inner.is_contiguous(self._value)
+
     def contiguous(self) -> Tensor:
-        return self
+        """``self`` when contiguous, else a contiguous copy (on the tape the same
+        tensor: its gradient flows straight back, like ``clone``)."""
+        if self._ad.inner.is_contiguous(self._value):
+            return self
+        return self._ad.apply(_OPS["copy"], self)
 
     # ---------------------------------------------------------- reductions
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
@@ -498,7 +506,18 @@ class Tensor:
                                                                           self.numel()))
 
     def view(self, *shape: Any) -> Tensor:
-        return self.reshape(*shape)
+        """A view with a new shape: shares ``self``'s memory, never copies.
+
+        Raises ``ValueError`` (PyTorch: ``RuntimeError``) when the strides do not
+        allow it, e.g. merging the dims of a transposed tensor; ``reshape`` copies then.
+        """
+        new = _resolve_shape(_shape_arg(shape), self.numel())
+        if not self._ad.inner.can_view(self._value, new):
+            raise ValueError(
+                f"view size {new} is not compatible with the input tensor's size {self.shape} "
+                "and stride (at least one dimension spans across two contiguous subspaces); "
+                "use .reshape(...) instead")
+        return self._ad.apply(_OPS["reshape"], self, shape=new)
 
     def flatten(self) -> Tensor:
         return self.reshape(-1)

@@ -15,7 +15,7 @@ from typing import Any
 from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
 from .grad_mode import _state
 from .graph import Node
-from .ops import OPS, Op
+from .ops import Op
 
 Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
 
@@ -153,16 +153,3 @@ def _saved_versions(ctx: _Ctx, args: tuple[Any, ...], out: Any, T: Any) -> Any:
             res.append((vc, vc[0], -1, v))
             break
     return res
-
-
-def _make_method(op: type[Op]) -> Any:
-    def method(self: Autodiff, *args: Any, **attrs: Any) -> Any:
-        return self.apply(op, *args, **attrs)
-
-    method.__name__ = op.name
-    method.__doc__ = f"Recorded ``{op.name}`` (forward and backward in rtx.autograd.ops)."
-    return method
-
-
-for _name, _op in OPS.items():
-    setattr(Autodiff, _name, _make_method(_op))

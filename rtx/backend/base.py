@@ -29,11 +29,26 @@ from .shape import ShapeOps
 Prim = Any
 
 
+_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps)
+
+
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
               LossOps, ABC):
-    """Abstract backend.  Subclasses implement the four core methods."""
+    """Abstract backend.  Subclasses implement the four core methods.
+
+    ``FAMILIES`` maps each op family to its op names (each family mixin declares
+    its own ``OPS``; ``creation`` is this class's); ``OPS`` is all of them.  A
+    decorator backend (one that wraps an ``inner`` backend) can forward a whole
+    family by name instead of listing its methods.
+    """
 
     name: str = "backend"
+    FAMILY = "creation"
+    FAMILIES: dict[str, tuple[str, ...]] = {
+        **{m.FAMILY: m.OPS for m in _MIXINS},
+        "creation": ("empty", "zeros", "full", "inplace"),
+    }
+    OPS: tuple[str, ...] = tuple(n for names in FAMILIES.values() for n in names)
 
     # ----------------------------------------------------------------- core
     @abstractmethod

@@ -182,6 +182,11 @@ def np_index_add(src: np.ndarray, idx: np.ndarray, num_rows: int) -> np.ndarray:
 
 
 class IndexOps(HostRoundTrip):
+    FAMILY = "index"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "index_select", "index_add",
+    )
+
     def index_select(self, x: Any, indices: Any) -> Any:
         idx = check_select(tuple(self.shape(x)), indices)  # type: ignore[attr-defined]
         return self._host(lambda a: np.take(a, idx, axis=0), x)
