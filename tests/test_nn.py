@@ -497,3 +497,23 @@ def test_save_refuses_code_and_objects(tmp_path):
     # a plain .npz of arrays loads as a flat dict
     np.savez(tmp_path / "plain.npz", w=np.ones(3))
     assert list(rtx.load(tmp_path / "plain.npz")) == ["w"]
+
+
+def test_deepcopy_of_a_model(backend):
+    import copy
+
+    lin = nn.Linear(3, 2)
+    m = nn.Sequential(lin, nn.ReLU(), lin)  # a shared layer stays shared in the copy
+    m(rtx.ones(1, 3)).sum().backward()
+    c = copy.deepcopy(m)
+    assert c[0] is c[2] and c[0] is not lin
+    assert isinstance(c[0].weight, nn.Parameter) and c[0].weight.requires_grad
+    assert c[0].weight.backend is lin.weight.backend
+    np.testing.assert_array_equal(c[0].weight.numpy(), lin.weight.numpy())
+    np.testing.assert_array_equal(c[0].weight.grad.numpy(), lin.weight.grad.numpy())
+    with rtx.no_grad():
+        c[0].weight.add_(1.0)  # independent values
+    assert not np.array_equal(c[0].weight.numpy(), lin.weight.numpy())
+    c(rtx.ones(2, 3)).sum().backward()  # the copy trains on its own
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(lin.weight * 2)
