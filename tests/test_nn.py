@@ -502,7 +502,7 @@ def test_save_refuses_code_and_objects(tmp_path):
 def test_deepcopy_of_a_model(backend):
     import copy
 
-    lin = nn.Linear(3, 2)
+    lin = nn.Linear(3, 3)
     m = nn.Sequential(lin, nn.ReLU(), lin)  # a shared layer stays shared in the copy
     m(rtx.ones(1, 3)).sum().backward()
     c = copy.deepcopy(m)
