@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import threading
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .autograd.grad_mode import is_grad_enabled
+from .backend._host import plain_ndarray
 from .autograd.graph import Node, OutputEdge
 from .autograd.graph import backward as autograd_backward
 
@@ -54,7 +56,7 @@ def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
 class Tensor:
     """An n-dimensional array on a backend, with autograd."""
 
-    __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "__weakref__")
+    __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "_vc", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     _value: Any
@@ -62,6 +64,7 @@ class Tensor:
     _rg: bool
     _node: Node | OutputEdge | None  # OutputEdge: one output of a multi-output Function
     grad: Tensor | None
+    _vc: list[int] | None  # version counter, shared by the tensors that alias one buffer
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with rtx.tensor(), rtx.from_numpy(), rtx.zeros(), ...")
@@ -76,7 +79,15 @@ class Tensor:
         t._rg = requires_grad
         t._node = node
         t.grad = None
+        t._vc = None
         return t
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes rtx made to this tensor's storage (as
+        ``torch.Tensor._version``); shared by the tensors that alias it."""
+        vc = self._vc
+        return 0 if vc is None else vc[0]
 
     # ------------------------------------------------------------ metadata
     @property
@@ -140,7 +151,9 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data, cut from the tape (shares memory on the CPU backend)."""
-        return Tensor._make(self._value, self._ad)
+        t = Tensor._make(self._value, self._ad)
+        t._vc = _counter(self)  # an alias: in-place writes through either are seen by both
+        return t
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate gradients of this tensor into the leaves' ``.grad``.
@@ -516,7 +529,7 @@ class Tensor:
             raise NotImplementedError("index_select is implemented along dim 0")
         return index_select(self, indices)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
         """A leaf copy on the same backend (``copy.deepcopy`` of a model works);
         the subclass (``Parameter``), ``requires_grad`` and ``.grad`` are kept."""
         if self._node is not None:
@@ -530,15 +543,52 @@ class Tensor:
 
     # ------------------------------------------------- in-place (no tape)
     def _inplace(self, name: str, other: Any) -> Tensor:
-        if self._rg and is_grad_enabled():
-            raise RuntimeError(
-                f"{name}_(): a tensor that requires grad cannot be modified in place "
-                "outside rtx.no_grad()"
-            )
+        """``self op= other`` written into this tensor's buffer (not recorded on
+        the tape); bumps the storage's version counter."""
+        if is_grad_enabled():
+            if self._rg:
+                raise RuntimeError(
+                    f"{name}_(): a tensor that requires grad cannot be modified in place "
+                    "outside rtx.no_grad()"
+                )
+            if isinstance(other, Tensor) and other._rg:
+                raise RuntimeError(
+                    f"{name}_(): the operand requires grad, but in-place ops are not "
+                    "recorded on the tape (its gradient would be lost); write the "
+                    "out-of-place form (a = a + b) or run it inside rtx.no_grad()"
+                )
         o = _operand(other, self._ad)
+        if name in _ARITH:
+            _check_inplace_cast(name, self.dtype, o)
         ov = o._value if isinstance(o, Tensor) else o
         self._value = self._ad.inner.inplace(name, self._value, ov)
+        _bump(self)
         return self
+
+    def _augmented(self, name: str, sym: str, other: Any) -> Tensor:
+        """``x op= y``: in place (same object, views see it) unless the update
+        would need the tape; then recorded out of place and the name rebound."""
+        if is_grad_enabled() and (self._rg or (isinstance(other, Tensor) and other._rg)):
+            if self._rg and self._node is None:
+                raise RuntimeError(
+                    f"a leaf tensor that requires grad is being used in an in-place "
+                    f"operation (x {sym}= ...); run it inside rtx.no_grad() (as an "
+                    f"optimiser step does) or write x = x {sym} ..."
+                )
+            return self._bin(name, other)  # recorded on the tape, out of place
+        return self._inplace(name, other)
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return self._augmented("add", "+", o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self._augmented("sub", "-", o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self._augmented("mul", "*", o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self._augmented("div", "/", o)
 
     def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
@@ -560,7 +610,7 @@ class Tensor:
         return self._inplace("copy", src)
 
     def zero_(self) -> Tensor:
-        return self._inplace("mul", 0)
+        return self._inplace("fill", 0)  # a fill: NaN and inf become 0 too (not x * 0)
 
     def fill_(self, value: builtins.float) -> Tensor:
         return self._inplace("fill", value)
@@ -641,15 +691,21 @@ def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
     return shape
 
 
+def _host_key_part(k: Any) -> Any:
+    if isinstance(k, Tensor):
+        return k.numpy()
+    if isinstance(k, np.ndarray) and type(k) is not np.ndarray:
+        return plain_ndarray(k, "tensor index")  # a masked index array is refused
+    return k
+
+
 def _host_key(key: Any) -> Any:
     """Tensors inside an index key become numpy arrays."""
-    if isinstance(key, Tensor):
-        return key.numpy()
     if isinstance(key, tuple):
-        return tuple(k.numpy() if isinstance(k, Tensor) else k for k in key)
+        return tuple(_host_key_part(k) for k in key)
     if isinstance(key, list):
         return np.asarray(key)
-    return key
+    return _host_key_part(key)
 
 
 def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
@@ -660,18 +716,74 @@ def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
     return Tensor._make(B.copy(B.from_numpy(a)), ad)
 
 
+def _check_int64(x: int) -> int:
+    if not _I64_MIN <= x <= _I64_MAX:
+        raise OverflowError(
+            f"Python int {x} does not fit in int64 (rtx, like PyTorch, keeps integer "
+            "scalars in 64 bits and never wraps them)"
+        )
+    return x
+
+
 def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
     """A tensor or a Python scalar usable as the other operand of an op."""
     if isinstance(x, Tensor):
         return x
     if scalars:
         if isinstance(x, _scalars):
+            if type(x) is int and not _I64_MIN <= x <= _I64_MAX:
+                _check_int64(x)
             return x
         if isinstance(x, np.generic) and x.dtype.kind in "biuf":
             return x.item()
     if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
         return _as_tensor(x, ad)
     raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_ARITH = frozenset(("add", "sub", "mul", "div"))
+_KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
+_TORCH_NAMES = {float32: "Float", float64: "Double", int32: "Int", int64: "Long", bool_: "Bool"}
+_vc_lock = threading.Lock()
+
+
+def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
+    """PyTorch's rule for in-place arithmetic: the result type may not be of a
+    higher kind (bool < integer < float) than the tensor written into."""
+    if isinstance(o, Tensor):
+        res = o.dtype if dst == o.dtype else np.result_type(dst, o.dtype)
+    elif isinstance(o, builtins.bool):
+        res = dst
+    elif isinstance(o, builtins.int):
+        res = dst if dst.kind != "b" else int64
+    else:  # a Python float
+        res = dst if dst.kind == "f" else float32
+    if name == "div" and res.kind != "f":
+        res = float32
+    if _KIND_RANK[res.kind] > _KIND_RANK[dst.kind]:
+        raise RuntimeError(
+            f"{name}_(): result type {_TORCH_NAMES.get(res, str(res))} can't be cast to the "
+            f"desired output type {_TORCH_NAMES.get(dst, str(dst))}"
+        )
+
+
+def _counter(t: Tensor) -> list[int]:
+    """``t``'s version counter, created on first need."""
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    return vc
+
+
+def _bump(t: Tensor) -> None:
+    """Record one in-place write to ``t``'s storage."""
+    vc = t._vc
+    if vc is None:
+        t._vc = [1]
+        return
+    with _vc_lock:
+        vc[0] += 1
 
 
 def _ops() -> dict[str, Any]:

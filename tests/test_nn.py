@@ -52,9 +52,19 @@ def test_parameter_survives_inplace_updates(backend):
         p.sub_(p.grad * 0.5)
         p.mul_(2.0)
     assert id(p) == ident and isinstance(p, nn.Parameter) and p.requires_grad
+    assert p._version == 2  # the in-place writes are counted
     np.testing.assert_allclose(p.numpy(), [-1.0, 1.0])
     with pytest.raises(RuntimeError, match="in place"):
         p.add_(1.0)
+
+
+def test_parameter_shares_the_version_counter_of_its_data():
+    t = rtx.ones(2)
+    p = nn.Parameter(t)
+    with rtx.no_grad():
+        p.add_(1.0)
+    assert p._version == t._version == 1
+    np.testing.assert_array_equal(t.numpy(), [2.0, 2.0])  # one buffer
 
 
 def test_parameter_validation_and_repr():

@@ -61,6 +61,7 @@ class Op:
     name = "op"
     differentiable = True
     fresh_grads = False
+    view = False  # True: the result may alias the first input's buffer (a view)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -570,6 +571,7 @@ class MatMul(Op):
 # -------------------------------------------------------------------- shape
 class Reshape(Op):
     name = "reshape"
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, shape):
@@ -583,6 +585,7 @@ class Reshape(Op):
 
 class Permute(Op):
     name = "permute"
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, dims):
@@ -599,6 +602,7 @@ class Permute(Op):
 
 class BroadcastTo(Op):
     name = "broadcast_to"
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, shape):
@@ -615,6 +619,7 @@ class GetItem(Op):
 
     name = "getitem"
     fresh_grads = True
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, key):

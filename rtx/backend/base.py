@@ -80,6 +80,11 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
             raise ValueError(f"in-place {op}: result shape {tuple(self.shape(new))} != {shape}")
         return new if np.dtype(self.dtype(new)) == dt else self.cast(new, dt)
 
+    def aliases(self, view: Prim, base: Prim) -> bool:
+        """Whether ``view`` (a reshape/permute/getitem result) shares ``base``'s
+        buffer, so that an in-place write to one changes the other (default: no)."""
+        return False
+
     def is_prim(self, p: Any) -> bool:
         """Whether ``p`` is one of this backend's primitives (default: not a scalar)."""
         return not isinstance(p, (int, float, bool, np.generic))

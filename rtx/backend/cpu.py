@@ -96,6 +96,10 @@ class CpuBackend(Backend):
     def is_prim(self, p: Any) -> bool:
         return type(p) is _ndarray
 
+    def aliases(self, view: Any, base: Any) -> bool:
+        b = view.base
+        return b is not None and (b is base or b is base.base)
+
     # ------------------------------------------------------------- creation
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
         return empty(shape, dtype)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from ._host import HostRoundTrip, plain_ndarray
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -31,7 +31,7 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
     Never modifies ``indices``; copies only when it must.
     """
     if isinstance(indices, np.ndarray):
-        arr = indices
+        arr = plain_ndarray(indices, f"{op}(): indices")
     elif isinstance(indices, (Sequence, range)) and not isinstance(indices, (str, bytes)):
         if len(indices) == 0:
             arr = np.zeros(0, dtype=np.int64)
