@@ -95,6 +95,15 @@ from .functional import (
     transpose,
     where,
 )
+from .graph_ops import (
+    EdgeIndex,
+    IndexPlan,
+    message_passing,
+    segment_max,
+    segment_mean,
+    segment_softmax,
+    segment_sum,
+)
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
@@ -112,4 +121,7 @@ __all__ = [
     "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
+    # graph-learning primitives (rtx/graph_ops.py)
+    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
+    "segment_softmax", "segment_sum",
 ]

@@ -1,0 +1,1 @@
+"""The autodiff engine (moving here from ``rtx.autograd``; see issue 10)."""

@@ -1,0 +1,1 @@
+"""Op rules (forward + backward), one module per op family."""
