@@ -105,6 +105,10 @@ def message_csr(
     x: _Real, other: _Index, weight: _Real, weighted: bool, perm: _I64, ptr: _I64,
     out: _Real, heads: int, num_threads: int,
 ) -> None: ...
+def message_backward_csr(
+    grad: _Real, x: _Real, dst: _Index, weight: _Real, weighted: bool, need_weight: bool,
+    perm: _I64, ptr: _I64, grad_x: _Real, grad_weight: _Real, heads: int, num_threads: int,
+) -> None: ...
 def sddmm_dot(
     grad: _Real, x: _Real, src: _Index, dst: _Index, out: _Real, num_threads: int
 ) -> None: ...

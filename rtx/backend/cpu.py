@@ -453,14 +453,19 @@ class CpuBackend(Backend):
             raise ValueError("message_passing_backward(): grad has the wrong shape or dtype")
         gx = gw = None
         g2 = self._rows2d(grad)
+        weighted = weight is not None
+        w = self._rows2d(weight) if weighted else _NO_WEIGHT[x.dtype.char]
+        if need_weight and weighted:
+            gw = empty(weight.shape, weight.dtype)
         if need_x:
+            # one pass over the source grouping gives grad_x and grad_weight
             ptr, perm = ei.src.csr()
             gx = empty(x.shape, x.dtype)
-            w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-            _kernels.message_csr(g2, ei.dst.indices, w, weight is not None, perm, ptr,
-                                 self._rows2d(gx), H, get_num_threads())
-        if need_weight and weight is not None:
-            gw = empty(weight.shape, weight.dtype)
+            gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
+            _kernels.message_backward_csr(
+                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                self._rows2d(gx), gw2, H, get_num_threads())
+        elif gw is not None:
             _kernels.sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
                                gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw
