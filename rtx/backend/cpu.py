@@ -377,10 +377,15 @@ class CpuBackend(Backend):
 
     def segment_softmax(self, scores: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = check_segment(scores.shape, scores.dtype, index, num_segments, "segment_softmax")
-        ptr, perm = plan.csr()
         out = empty(scores.shape, scores.dtype)
-        _kernels.segment_softmax_csr(self._rows2d(scores), perm, ptr, self._rows2d(out),
-                                     get_num_threads())
+        s2, o2, T = self._rows2d(scores), self._rows2d(out), get_num_threads()
+        # two kernels with equal bits: by entry order (narrow rows, no grouping
+        # needed) or over the CSR grouping
+        if _kernels.softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            _kernels.segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_csr(s2, perm, ptr, o2, T)
         return out
 
     def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
@@ -388,10 +393,13 @@ class CpuBackend(Backend):
         plan = check_segment(y.shape, y.dtype, index, num_segments, "segment_softmax_backward")
         if grad.shape != y.shape or grad.dtype != y.dtype:
             raise ValueError("segment_softmax_backward(): grad must match y")
-        ptr, perm = plan.csr()
         out = empty(y.shape, y.dtype)
-        _kernels.segment_softmax_backward_csr(self._rows2d(y), self._rows2d(grad), perm, ptr,
-                                              self._rows2d(out), get_num_threads())
+        y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
+        if _kernels.softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            _kernels.segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
         return out
 
     def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
