@@ -51,6 +51,9 @@ cdef enum:
     MAX_SAMPLE_BUCKETS = 1024
     SAMPLE_SIZE = 8192
     COMPACT_BLOCK = 2048
+    # Source rows prefetched ahead by the CSR reduction (its reads are all
+    # random, so it wants more misses in flight than the gather).
+    CSR_PREFETCH_AHEAD = 16
 
 
 def set_gather_stream_min(Py_ssize_t nbytes):
@@ -312,8 +315,8 @@ cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, P
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
-            if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(sp + perm[k + PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch_row(sp + perm[k + CSR_PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
             _add_row(row, sp + perm[k] * F, F)
 
 

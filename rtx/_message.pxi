@@ -24,8 +24,8 @@ cdef void _message_rows(const real* xp, const index_t* other, const real* wp, bi
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
-            if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(xp + <Py_ssize_t>other[perm[k + PREFETCH_AHEAD]] * F,
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch_row(xp + <Py_ssize_t>other[perm[k + CSR_PREFETCH_AHEAD]] * F,
                                  <size_t>F * sizeof(real))
             e = perm[k]
             xs = xp + <Py_ssize_t>other[e] * F
@@ -168,8 +168,8 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst,
         xs = xp + s * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[s], ptr[s + 1]):
-            if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(gp + <Py_ssize_t>dst[perm[k + PREFETCH_AHEAD]] * F,
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch_row(gp + <Py_ssize_t>dst[perm[k + CSR_PREFETCH_AHEAD]] * F,
                                  <size_t>F * sizeof(real))
             e = perm[k]
             grow = gp + <Py_ssize_t>dst[e] * F
