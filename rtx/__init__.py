@@ -96,6 +96,15 @@ from .functional import (
     where,
 )
 from .serialization import load, save
+from .graph_ops import (
+    EdgeIndex,
+    IndexPlan,
+    message_passing,
+    segment_max,
+    segment_mean,
+    segment_softmax,
+    segment_sum,
+)
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
@@ -117,4 +126,7 @@ __all__ = [
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
     "load", "nn", "optim", "save",
+    # graph-learning primitives (rtx/graph_ops.py)
+    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
+    "segment_softmax", "segment_sum",
 ]
