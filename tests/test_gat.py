@@ -3,15 +3,12 @@ dicts, float64 gradchecks, self-loops, edge features, bipartite input, edge case
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
-from _gat_reference import add_self_loops_ref, gat_conv_ref
+from _gat_reference import add_self_loops_ref, gat_conv_ref, gradcheck_module
 from conftest import tol
 
 import rtx
-from rtx.autograd import gradcheck
 from rtx.nn import GATConv, HeteroConv
 
 # Parameter names and shapes of torch_geometric 2.8.1's GATConv (read off its state_dict).
@@ -29,39 +26,6 @@ def _graph(n=7, e=24, seed=0, loops=True):
     if loops:
         ei[:, :3] = [[1, 2, 2], [1, 2, 2]]  # existing (and repeated) self-loops
     return rng, ei
-
-
-@contextmanager
-def _swapped(module, names, tensors):
-    """Run ``module`` with plain tensors in place of its named parameters (so a
-    gradcheck can perturb them)."""
-    saved = []
-    for name, t in zip(names, tensors, strict=True):
-        owner = module
-        *path, leaf = name.split(".")
-        for p in path:
-            owner = getattr(owner, p)
-        saved.append((owner, leaf, owner._parameters[leaf]))
-        owner._parameters[leaf] = t
-    try:
-        yield
-    finally:
-        for owner, leaf, p in saved:
-            owner._parameters[leaf] = p
-
-
-def _gradcheck_module(module, inputs, call):
-    """gradcheck of ``call(module, *inputs)`` w.r.t. the inputs and every parameter."""
-    names = [n for n, _ in module.named_parameters()]
-    params = [p.detach() for _, p in module.named_parameters()]
-    k = len(inputs)
-
-    def fn(*args):
-        with _swapped(module, names, args[k:]):
-            return call(module, *args[:k])
-
-    leaves = [t.detach().requires_grad_() for t in (*inputs, *params)]
-    return gradcheck(fn, leaves, eps=1e-6, atol=1e-6, rtol=1e-4)
 
 
 CONFIGS = {
@@ -203,7 +167,7 @@ def test_gradcheck_homogeneous(concat):
     conv = GATConv(3, 2, heads=2, concat=concat).double()
     with rtx.no_grad():  # a non-zero bias and sharper attention than the init
         conv.att_src.mul_(3.0)
-    assert _gradcheck_module(conv, [x], lambda m, x: m(x, ei))
+    assert gradcheck_module(conv, [x], lambda m, x: m(x, ei))
 
 
 def test_gradcheck_bipartite():
@@ -212,9 +176,9 @@ def test_gradcheck_bipartite():
     ei = np.stack([rng.integers(0, 4, 9), rng.integers(0, 3, 9)])
     rtx.manual_seed(0)
     conv = GATConv((3, 2), 2, heads=2, add_self_loops=False).double()
-    assert _gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
+    assert gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
     conv = GATConv((3, 2), 2, heads=2, concat=False, add_self_loops=False).double()
-    assert _gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
+    assert gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
 
 
 def test_gradcheck_edge_features_and_residual():
@@ -222,13 +186,13 @@ def test_gradcheck_edge_features_and_residual():
     attr = rtx.tensor(rng.standard_normal((ei.shape[1], 2)))
     rtx.manual_seed(0)
     conv = GATConv(3, 2, heads=2, edge_dim=2, residual=True).double()
-    assert _gradcheck_module(conv, [x, attr], lambda m, x, a: m(x, ei, a))
+    assert gradcheck_module(conv, [x, attr], lambda m, x, a: m(x, ei, a))
 
 
 def test_gradcheck_attention_weights_output():
     rng, ei, x = _homog_case(seed=9)
     conv = GATConv(3, 2, heads=2).double()
-    assert _gradcheck_module(conv, [x],
+    assert gradcheck_module(conv, [x],
                              lambda m, x: m(x, ei, return_attention_weights=True)[1][1])
 
 
