@@ -266,31 +266,30 @@ class GATConv(Module):
             x_src = x_dst = self._check_x(x, in_src, "x")
 
         if self.lin is not None:
-            hs = self.lin(x_src)
-            hd = hs if not bipartite else (None if x_dst is None else self.lin(x_dst))
+            w_src = w_dst = self.lin.weight
         else:
             assert self.lin_src is not None and self.lin_dst is not None
-            hs = self.lin_src(x_src)
-            hd = None if x_dst is None else self.lin_dst(x_dst)
-        n_src = hs.shape[0]
-        if hd is not None:
-            n_dst = hd.shape[0]
+            w_src, w_dst = self.lin_src.weight, self.lin_dst.weight
+        n_src = x_src.shape[0]
+        if x_dst is not None:
+            n_dst = x_dst.shape[0]
         elif size is not None:
             n_dst = _int_arg(size[1], "size[1]", 0)
         else:
             n_dst = n_src
-        if size is not None and (size[0] != n_src or (hd is not None and size[1] != n_dst)):
+        if size is not None and (size[0] != n_src or size[1] != n_dst):
             raise ValueError(f"GATConv: size={tuple(size)} does not match the input "
                              f"({n_src}, {n_dst})")
 
         ei, keep, num_loops = self._edges.get(edge_index, n_src, n_dst, self.add_self_loops)
-        hs3 = hs.reshape(n_src, H, C)
-        # Attention logits per node and head: [N, H] (never per edge and channel).
-        a_src = (hs3 * self.att_src).sum(-1)
-        e = index_select(a_src, ei.src)
-        if hd is not None:
-            a_dst = (hd.reshape(n_dst, H, C) * self.att_dst).sum(-1)
-            e = e + index_select(a_dst, ei.dst)
+        # Messages come from the transformed sources only (W_dst x_dst enters just
+        # through the attention logits).
+        hs3 = (x_src @ w_src.T).reshape(n_src, H, C)
+        # Attention logits per node and head, [N, H] (never per edge and channel):
+        # <att, W x> = x @ (att folded into W).T, which forms no [N, H, C] product.
+        e = index_select(self._logits(x_src, w_src, self.att_src), ei.src)
+        if x_dst is not None:
+            e = e + index_select(self._logits(x_dst, w_dst, self.att_dst), ei.dst)
         if edge_attr is not None and self.lin_edge is not None:
             e = e + self._edge_logits(edge_attr, ei, keep, num_loops, edge_index)
         elif edge_attr is None and self.lin_edge is not None and ei.num_edges:
@@ -310,6 +309,12 @@ class GATConv(Module):
             return out, (used, alpha)
         return out
 
+    def _logits(self, x: Tensor, weight: Tensor, att: Tensor) -> Tensor:
+        """``<att_h, (x W.T)_h>`` for every row of ``x`` and head ``h``: ``[N, H]``."""
+        H, C = self.heads, self.out_channels
+        w_att = (weight.reshape(H, C, weight.shape[1]) * att.reshape(H, C, 1)).sum(1)
+        return x @ w_att.T
+
     def _edge_logits(self, edge_attr: Any, ei: EdgeIndex, keep: np.ndarray | None,
                      num_loops: int, edge_index: Any) -> Tensor:
         """``<att_edge, lin_edge(edge_attr)>`` per edge and head, ``[E', H]``, with
@@ -319,7 +324,7 @@ class GATConv(Module):
         if not isinstance(edge_attr, Tensor):
             raise TypeError(f"GATConv: edge_attr must be an rtx.Tensor, got "
                             f"{type(edge_attr).__name__}")
-        D, H, C = self.lin_edge.in_features, self.heads, self.out_channels
+        D = self.lin_edge.in_features
         attr = edge_attr.reshape(-1, 1) if edge_attr.ndim == 1 else edge_attr
         n_in = ei.num_edges - num_loops if keep is None else keep.shape[0]
         if attr.ndim != 2 or attr.shape[1] != D or attr.shape[0] != n_in:
@@ -337,8 +342,7 @@ class GATConv(Module):
             else:
                 fill = full((num_loops, D), float(self.fill_value), dtype=attr.dtype)
             attr = concat([attr, fill], 0)
-        w_att = (self.lin_edge.weight.reshape(H, C, D) * self.att_edge.reshape(H, C, 1)).sum(1)
-        return attr @ w_att.T
+        return self._logits(attr, self.lin_edge.weight, self.att_edge)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
