@@ -95,7 +95,6 @@ from .functional import (
     transpose,
     where,
 )
-from .serialization import load, save
 from .graph_ops import (
     EdgeIndex,
     IndexPlan,
@@ -105,6 +104,7 @@ from .graph_ops import (
     segment_softmax,
     segment_sum,
 )
+from .serialization import load, save
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
