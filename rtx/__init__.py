@@ -21,7 +21,7 @@ except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
         ) from _exc
     raise
 
-from . import autograd
+from . import autograd, fusion
 from ._backend_state import get_default_backend, set_default_backend, use_backend
 from ._config import config, show_config
 from ._kernels import (
@@ -103,7 +103,8 @@ __all__ = [
     "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
     "__version__", "abs", "add", "arange", "argmax", "autograd", "bool", "cat", "concat",
     "config", "div", "elu", "empty", "empty_cache", "enable_grad", "eq", "exp",
-    "float32", "float64", "from_dlpack", "from_numpy", "full", "ge", "get_cache_limit",
+    "float32", "float64", "from_dlpack", "from_numpy", "full", "fusion", "ge",
+    "get_cache_limit",
     "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
     "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
     "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",

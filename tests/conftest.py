@@ -15,9 +15,12 @@ import rtx
 BACKENDS = {
     "cpu": rtx.CpuBackend,
     "minimal": rtx.MinimalBackend,
+    # opt-in (RTX_TEST_BACKENDS=fusion): the elementwise-fusing stack over the CPU backend
+    "fusion": lambda: rtx.fusion.Fusion(rtx.CpuBackend()),
 }
+_DEFAULT_BACKENDS = ["cpu", "minimal"]
 _extra = [b for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",") if b]
-BACKEND_NAMES = list(BACKENDS) + [b for b in _extra if b not in BACKENDS]
+BACKEND_NAMES = _DEFAULT_BACKENDS + [b for b in _extra if b not in _DEFAULT_BACKENDS]
 DTYPES = [np.float32, np.float64]
 
 
