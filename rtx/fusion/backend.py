@@ -298,7 +298,7 @@ class Fusion(Backend):
             dt = _result_dtype(args)
             ok = dt is not None
         if not ok:
-            return self._eager(op, args, imm)
+            return self._eager(op, args, () if imm is None else (imm,))
         shapes = [a.shape for a in args if type(a) is Lazy]
         shape = shapes[0]
         for s in shapes[1:]:
@@ -317,11 +317,11 @@ class Fusion(Backend):
         self._pending.add(node)
         return node
 
-    def _eager(self, op: str, args: tuple[Any, ...], imm: Any) -> Any:
+    def _eager(self, op: str, args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> Any:
+        """``op`` run now on the inner backend (not fusable: dtypes, scalars)."""
         self.stats["eager_ops"] += 1
         vals = [self._force(a) if type(a) is Lazy else a for a in args]
-        fn = getattr(self.inner, op)
-        return self._wrap(fn(*vals) if imm is None else fn(*vals, imm))
+        return self._wrap(getattr(self.inner, op)(*vals, *extra))
 
     # ------------------------------------------------------- materialising
     def _force(self, p: Lazy) -> Any:
@@ -490,7 +490,7 @@ def _unary(op: str) -> Any:
 def _param(op: str, pname: str, default: float) -> Any:
     def method(self: Fusion, a: Any, value: float = default) -> Any:
         if type(value) not in _PY_SCALARS:
-            return self._eager(op, (a,), value)
+            return self._eager(op, (a,), (value,))
         return self._record(op, (a,), value)
 
     method.__name__ = op
