@@ -31,6 +31,10 @@ from libc.math cimport powf, tanh, tanhf
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 cdef enum:
     FX_COPY = 0
     FX_NEG = 1
@@ -352,22 +356,24 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
 
 
 # ------------------------------------------------------- the Python boundary
-cdef Py_ssize_t _fx_data(a) except? -1:
-    return <Py_ssize_t>a.__array_interface__["data"][0]
+cdef inline Py_ssize_t _fx_data(cnp.ndarray a) noexcept:
+    return <Py_ssize_t>cnp.PyArray_DATA(a)
 
 
-cdef tuple _fx_extent(a):
+cdef tuple _fx_extent(cnp.ndarray a):
     """(lowest, highest+1) byte address an array's elements occupy."""
     cdef Py_ssize_t lo = _fx_data(a), hi = lo
     cdef int d
-    if a.size == 0:
+    cdef cnp.npy_intp* sh = cnp.PyArray_DIMS(a)
+    cdef cnp.npy_intp* st = cnp.PyArray_STRIDES(a)
+    if cnp.PyArray_SIZE(a) == 0:
         return lo, lo
-    for d in range(a.ndim):
-        if a.strides[d] < 0:
-            lo += (a.shape[d] - 1) * a.strides[d]
+    for d in range(cnp.PyArray_NDIM(a)):
+        if st[d] < 0:
+            lo += (sh[d] - 1) * st[d]
         else:
-            hi += (a.shape[d] - 1) * a.strides[d]
-    return lo, hi + a.itemsize
+            hi += (sh[d] - 1) * st[d]
+    return lo, hi + cnp.PyArray_ITEMSIZE(a)
 
 
 def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,

@@ -48,7 +48,8 @@ COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 FUSABLE_OPS = UNARY_OPS + tuple(PARAM_OPS) + BINARY_OPS + COMPARE_OPS + ("where",)
 
 # Backend methods Fusion implements itself (never forwarded).
-_OWN = set(FUSABLE_OPS) | {"from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace"}
+_OWN = set(FUSABLE_OPS) | {"from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace",
+                           "broadcast_to", "copy"}
 
 _OPCODES = {name: spec[0] for name, spec in _kernels.FUSED_OPS.items()}
 _CACHE_SIZE = 1024
@@ -286,7 +287,8 @@ class Fusion(Backend):
         return fwd
 
     # ------------------------------------------------------------ recording
-    def _record(self, op: str, args: tuple[Any, ...], imm: Any = None) -> Any:
+    def _record(self, op: str, args: tuple[Any, ...], imm: Any = None,
+                out_shape: tuple[int, ...] | None = None) -> Any:
         """A pending node for ``op(*args)``, or the eager result when not fusable."""
         if op == "where":
             cond, a, b = args
@@ -300,8 +302,8 @@ class Fusion(Backend):
         if not ok:
             return self._eager(op, args, () if imm is None else (imm,))
         shapes = [a.shape for a in args if type(a) is Lazy]
-        shape = shapes[0]
-        for s in shapes[1:]:
+        shape = shapes[0] if out_shape is None else out_shape
+        for s in shapes[1:] if out_shape is None else ():
             if s != shape:
                 shape = tuple(np.broadcast_shapes(shape, s))
         size = 1
@@ -462,6 +464,23 @@ class Fusion(Backend):
     # ----------------------------------------------------- recorded ops
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         return self._record("where", (cond, a, b))
+
+    def broadcast_to(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """Lazy for floats: the operand is read with stride 0 along broadcast dims."""
+        shape = tuple(shape)
+        if type(a) is Lazy and a.dtype in _FLOATS:
+            if (len(shape) < len(a.shape)
+                    or tuple(np.broadcast_shapes(a.shape, shape)) != shape):
+                raise ValueError(f"broadcast_to: cannot broadcast shape {a.shape} to {shape}")
+            return self._record("copy", (a,), out_shape=shape)
+        return self.forward("broadcast_to", a, shape)
+
+    def copy(self, a: Any) -> Any:
+        """Lazy for a pending float expression; a materialised one is copied now
+        (a snapshot: it may share memory with a user's array)."""
+        if type(a) is Lazy and a.value is None and a.dtype in _FLOATS:
+            return self._record("copy", (a,))
+        return self.forward("copy", a)
 
     def inplace(self, op: str, dst: Any, src: Any) -> Any:
         # Every pending expression is finished first: none may see the write.
