@@ -16,7 +16,8 @@ BACKENDS = {
     "cpu": rtx.CpuBackend,
     "minimal": rtx.MinimalBackend,
     # opt-in (RTX_TEST_BACKENDS=fusion): the elementwise-fusing stack over the CPU backend
-    "fusion": lambda: rtx.fusion.Fusion(rtx.CpuBackend()),
+    # (min_elements=0: fuse even the small tensors the tests use)
+    "fusion": lambda: rtx.fusion.Fusion(rtx.CpuBackend(), min_elements=0),
 }
 _DEFAULT_BACKENDS = ["cpu", "minimal"]
 _extra = [b for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",") if b]

@@ -22,7 +22,7 @@ OPS = _kernels.FUSED_OPS
 @pytest.fixture
 def fz():
     """A fresh Fusion(Cpu) stack (its own counters and program cache)."""
-    f = Fusion(rtx.CpuBackend())
+    f = Fusion(rtx.CpuBackend(), min_elements=0)
     with rtx.use_backend(f):
         yield f
 
@@ -74,7 +74,7 @@ def test_random_chains_match_numpy(data):
     steps = data.draw(st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)),
                                          st.integers(0, 1), st.booleans()),
                                min_size=1, max_size=8))
-    f = Fusion(rtx.CpuBackend())
+    f = Fusion(rtx.CpuBackend(), min_elements=0)
     with rtx.use_backend(f):
         ts = [rtx.tensor(x) for x in xs]
         cur_t, cur_n = ts[0], xs[0].astype(np.float64)
@@ -214,7 +214,7 @@ def test_training_steps_match_unfused_bitwise():
                         p.grad = None
             return w1.detach().numpy().copy(), w2.detach().numpy().copy(), loss.item()
 
-    a, b = run(rtx.CpuBackend()), run(Fusion(rtx.CpuBackend()))
+    a, b = run(rtx.CpuBackend()), run(Fusion(rtx.CpuBackend(), min_elements=0))
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
     assert a[2] == b[2]
@@ -340,7 +340,7 @@ def test_bitwise_identical_for_any_thread_count_and_block(dt):
     try:
         for threads, block in ((1, 2048), (2, 2048), (3, 64), (4, 1000)):
             rtx.set_num_threads(threads)
-            f = Fusion(rtx.CpuBackend(), block=block)
+            f = Fusion(rtx.CpuBackend(), block=block, min_elements=0)
             with rtx.use_backend(f):
                 x, y = rtx.tensor(a), rtx.tensor(b)
                 r = rtx.sigmoid(rtx.tanh(x * y) - rtx.exp(-x)) / (1 + rtx.abs(y))
@@ -381,7 +381,7 @@ def test_unknown_inner_ops_are_forwarded_generically():
         def twice_rows(self, x, scale=1.0):
             return np.ascontiguousarray(np.concatenate([x, x]) * scale)
 
-    f = Fusion(Inner())
+    f = Fusion(Inner(), min_elements=0)
     a = f.from_numpy(np.arange(3, dtype=np.float32))
     p = f.add(a, 1.0)
     assert p.pending
@@ -483,3 +483,19 @@ def test_fused_eval_rejects_an_output_overlapping_an_input():
         _kernels.fused_eval(_prog([[ADD, 2, 0, 1, -1, -1]]), 3, [buf[:8], buf[8:]], [], [],
                             [buf[4:12]], [2], (8,), 1)
     np.testing.assert_array_equal(buf, np.ones(16))
+
+
+def test_small_results_run_eagerly_by_default():
+    f = Fusion(rtx.CpuBackend())
+    assert f.min_elements > 0
+    with rtx.use_backend(f):
+        small = rtx.ones(10) * 2.0 + 1.0
+        assert not small._value.pending
+        big = rtx.ones(f.min_elements) * 2.0 + 1.0
+        assert big._value.pending
+        row = rtx.ones(f.min_elements // 4, 1) + rtx.ones(4)   # broadcast output is big
+        assert row._value.pending
+        np.testing.assert_array_equal(big.numpy(), np.full(f.min_elements, 3.0, np.float32))
+        np.testing.assert_array_equal(small.numpy(), np.full(10, 3.0, np.float32))
+    with pytest.raises(ValueError):
+        Fusion(rtx.CpuBackend(), min_elements=-1)

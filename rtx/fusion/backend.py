@@ -21,6 +21,7 @@ output of the same pass.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import weakref
@@ -56,6 +57,11 @@ _CACHE_SIZE = 1024
 # Largest pending DAG one program covers: a longer chain is cut (its largest
 # operand materialised) when recorded, which bounds program length and registers.
 MAX_NODES = 256
+# Ops whose result has fewer elements run eagerly on the inner backend: below
+# this, a fused pass's fixed cost (planning ~30-60 us of Python) exceeds the
+# memory traffic it saves (docs/fusion.md).  Fusion(inner, min_elements=0)
+# fuses everything.
+DEFAULT_MIN_ELEMENTS = 1 << 14
 
 
 class Lazy:
@@ -203,7 +209,8 @@ class Fusion(Backend):
     """Backend decorator: records elementwise ops over ``inner`` and runs each
     chain as one fused, parallel pass when its value is needed."""
 
-    def __init__(self, inner: Backend, block: int = 2048) -> None:
+    def __init__(self, inner: Backend, block: int = 2048,
+                 min_elements: int = DEFAULT_MIN_ELEMENTS) -> None:
         if not isinstance(inner, Backend):
             raise TypeError(f"Fusion wraps a Backend, got {type(inner).__name__}")
         if isinstance(inner, Fusion):
@@ -213,6 +220,9 @@ class Fusion(Backend):
         self.inner = inner
         self.name = f"fusion<{inner.name}>"
         self.block = int(block)
+        if int(min_elements) < 0:
+            raise ValueError("min_elements must be >= 0")
+        self.min_elements = int(min_elements)
         self._pending: weakref.WeakSet[Lazy] = weakref.WeakSet()
         self._lock = threading.RLock()
         self._cache: OrderedDict[Any, _Program] = OrderedDict()
@@ -306,6 +316,10 @@ class Fusion(Backend):
         for s in shapes[1:] if out_shape is None else ():
             if s != shape:
                 shape = tuple(np.broadcast_shapes(shape, s))
+        if self.min_elements and math.prod(shape) < self.min_elements:
+            if out_shape is not None:
+                return self.forward("broadcast_to", args[0], out_shape)
+            return self._eager(op, args, () if imm is None else (imm,))
         size = 1
         for a in args:
             if type(a) is Lazy and a.value is None:
