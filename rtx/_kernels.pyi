@@ -158,3 +158,21 @@ def dlpack_capsule_state(capsule: object) -> Literal["unused", "used", "other"]:
 def from_dlpack(
     obj: Any, *, device: str | None = None, copy: bool | None = None
 ) -> Tensor: ...
+
+# ---------------------------------------------------------------- _fused.pxi
+FUSED_OPS: Final[dict[str, tuple[int, int, bool]]]
+
+def fused_eval(
+    prog: npt.ArrayLike,
+    nregs: int,
+    inputs: list[_Real],
+    consts: npt.ArrayLike,
+    imms: npt.ArrayLike,
+    outputs: list[_Real],
+    out_regs: npt.ArrayLike,
+    shape: tuple[int, ...],
+    num_threads: int = 1,
+    block: int = 2048,
+) -> None: ...
+def get_fused_parallel_min() -> int: ...
+def set_fused_parallel_min(n: int) -> int: ...
