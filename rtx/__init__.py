@@ -95,9 +95,13 @@ from .functional import (
     transpose,
     where,
 )
+from .serialization import load, save
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
+
+# layers and optimisers sit on top of the core (imported last: they use all of it)
+from . import nn, optim  # noqa: E402
 
 __all__ = [
     "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
@@ -112,4 +116,5 @@ __all__ = [
     "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
+    "load", "nn", "optim", "save",
 ]
