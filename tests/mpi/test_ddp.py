@@ -152,3 +152,35 @@ def test_mismatched_models_raise(world):
 
     with pytest.raises(ValueError, match="wrap different parameters"):
         DDP(Other(0))
+
+
+def test_ddp_over_rtx_nn_module(world):
+    """An rtx.nn model (float64), rank-dependent init and buffer: rank 0's weights
+    and buffers everywhere, full-batch gradients after backward."""
+    import rtx.nn as nn
+
+    rank, size = world
+
+    def make(seed):
+        rtx.manual_seed(seed)
+        m = nn.Sequential(nn.Linear(F, H), nn.ELU(), nn.Linear(H, O)).double()
+        m.register_buffer("scale", rtx.tensor(np.full(O, 1.0 + seed)))
+        return m
+
+    model = make(rank)
+    ddp = DDP(model)
+    np.testing.assert_array_equal(model.scale.numpy(), 1.0)
+    ref = make(0)
+    x, y = _data()
+    idx = _shard(rank, size)
+
+    def loss(m, rows):
+        d = m(rtx.tensor(x[rows])) * m.scale - rtx.tensor(y[rows])
+        return (d * d).sum()
+
+    (loss(ddp, idx) * (size / N)).backward()
+    (loss(ref, np.arange(N)) / N).backward()
+    for (n, p), (_, q) in zip(model.named_parameters(), ref.named_parameters(), strict=True):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12, atol=1e-14,
+                                   err_msg=n)
