@@ -51,9 +51,13 @@ class DistributedHetGAT:
     global counts used to scale the loss and the accuracies."""
 
     def __init__(self, data: HeteroGraph, hidden: int, heads: int, num_layers: int,
-                 seed: int = 0, method: str = "auto", bucket_cap_mb: float = 25.0) -> None:
-        from ..nn import HetGAT
-
+                 seed: int = 0, method: str = "auto", bucket_cap_mb: float = 25.0,
+                 model_fn: Any = None) -> None:
+        """``model_fn(metadata, in_channels, hidden, out, heads=, num_layers=, target=)``
+        builds the model (default ``rtx.nn.HetGAT``); it must be a ``num_layers``-hop
+        message-passing model for the shards to be exact."""
+        if model_fn is None:
+            from ..nn import HetGAT as model_fn
         self.rank, self.world = _comm.rank(), _comm.world_size()
         t0 = time.perf_counter()
         self.local: LocalGraph = shard(data, num_layers, method=method)
@@ -62,11 +66,15 @@ class DistributedHetGAT:
         self.graph = g
         self.counts = {k: int(getattr(data, f"{k}_mask").sum()) for k in _MASKS}
         self.idx = {k: np.flatnonzero(getattr(g, f"{k}_mask")) for k in _MASKS}
-        self.y_train = tensor(g.y[self.idx["train"]])
+        n_tr = self.idx["train"].size
+        self._onehot = np.zeros((n_tr, data.num_classes))
+        self._onehot[np.arange(n_tr), g.y[self.idx["train"]]] = 1
+        self._onehot_t: Any = None
         self.x_dict = {nt: tensor(x) for nt, x in g.x_dict.items()}
         manual_seed(seed)
-        self.model = HetGAT(data.metadata(), data.num_features_dict, hidden, data.num_classes,
-                            heads=heads, num_layers=num_layers, target=data.target)
+        self.model = model_fn(data.metadata(), data.num_features_dict, hidden,
+                              data.num_classes, heads=heads, num_layers=num_layers,
+                              target=data.target)
         self.ddp = DistributedDataParallel(self.model, bucket_cap_mb=bucket_cap_mb)
 
     def logits(self) -> Any:
@@ -74,15 +82,14 @@ class DistributedHetGAT:
 
     def loss(self, logits: Any) -> tuple[Any, float]:
         """``(what this rank backpropagates, its summed training loss)``."""
-        from ..nn.functional import cross_entropy
-
-        n_local, n_global = self.idx["train"].size, self.counts["train"]
-        if n_local == 0:  # still take part in the gradient all-reduce
-            zero = (logits * 0.0).sum()
-            return zero, 0.0
-        mean = cross_entropy(index_select(logits, self.idx["train"]), self.y_train)
-        local_sum = float(mean.item()) * n_local
-        return mean * (n_local * self.world / n_global), local_sum
+        n_global = self.counts["train"]
+        if self.idx["train"].size == 0:  # still take part in the gradient all-reduce
+            return (logits * 0.0).sum(), 0.0
+        logp = index_select(logits, self.idx["train"]).log_softmax(-1)
+        if self._onehot_t is None or self._onehot_t.dtype != logp.dtype:
+            self._onehot_t = tensor(self._onehot.astype(logp.dtype))
+        local_sum = -(logp * self._onehot_t).sum()  # summed cross-entropy
+        return local_sum * (self.world / n_global), float(local_sum.item())
 
     def correct(self, pred: np.ndarray) -> list[float]:
         """This rank's correct predictions per mask (owned nodes only)."""
