@@ -11,6 +11,7 @@ through one host copy each way, written back with the tensor's in-place API.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
@@ -138,13 +139,20 @@ def _host_buffer(t: Tensor, fn: str) -> tuple[np.ndarray, bool]:
     return np.ascontiguousarray(t.numpy()), False
 
 
+def bump_version(t: Tensor) -> None:
+    """Record an in-place write that bypassed the tensor's in-place API (MPI
+    wrote into its buffer) in rtx's version counter, where rtx has one, so
+    that a backward pass that saved this buffer refuses to use stale data."""
+    bump = getattr(importlib.import_module("..tensor", __package__), "_bump", None)
+    if bump is not None:
+        bump(t)
+
+
 def _mark_written(t: Tensor, buf: np.ndarray, zero_copy: bool) -> None:
     """After MPI wrote ``buf``: bump the tensor's version counter when rtx has
     one (the zero-copy path), or copy the host buffer back with the in-place API."""
     if zero_copy:
-        bump = getattr(t, "_bump_version", None)
-        if bump is not None:
-            bump()
+        bump_version(t)
         return
     from ..autograd.grad_mode import no_grad
 

@@ -211,9 +211,7 @@ class DistributedDataParallel:
                 gv = None if g is None else g._value
                 if isinstance(gv, np.ndarray) and gv.flags.c_contiguous and gv.flags.writeable:
                     np.copyto(gv, avg)
-                    bump = getattr(g, "_bump_version", None)
-                    if bump is not None:
-                        bump()
+                    _comm.bump_version(g)
                 else:
                     p.grad = Tensor._make(p._ad.inner.from_numpy(avg.copy()), p._ad)
 

@@ -97,3 +97,21 @@ def test_bad_arguments_raise_before_communicating(world):
     with rtx.no_grad():
         dist.all_reduce(p)
     np.testing.assert_array_equal(t.numpy(), np.arange(6.0).reshape(2, 3))
+
+
+def test_in_place_writes_bump_the_version_counter(world):
+    """Where rtx has version counters, a buffer MPI overwrote after the tape
+    saved it makes backward() refuse (no silently stale gradient)."""
+    if not hasattr(rtx.zeros(1), "_version"):
+        pytest.skip("this rtx has no tensor version counters")
+    w = rtx.tensor(np.arange(3.0))
+    v0 = w._version
+    dist.all_reduce(w)
+    assert w._version == v0 + 1
+    dist.broadcast(w)
+    assert w._version == v0 + 2
+    x = rtx.tensor(np.ones(3), requires_grad=True)
+    out = (x * w).sum()  # saves w for backward
+    dist.all_reduce(w)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
