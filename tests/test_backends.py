@@ -94,6 +94,14 @@ CALLS = {
     "zeros": lambda B, f: B.zeros((2, 3), np.dtype(np.float64)),
     "full": lambda B, f: B.full((2,), 3.5, np.dtype(np.float64)),
     "inplace": lambda B, f: B.inplace("add", f(X), f(Y)),
+    # loss family: the (loss, stats) pair side by side, and the backward rules
+    "cross_entropy_forward": lambda B, f: B.concat(
+        [B.reshape(B.cross_entropy_forward(f(X), IDX)[0], (3, 1)),
+         B.cross_entropy_forward(f(X), IDX)[1]], 1),
+    "cross_entropy_backward": lambda B, f: B.cross_entropy_backward(
+        f(X), B.cross_entropy_forward(f(X), IDX)[1], IDX, f(np.array([0.5, 0.0, 2.0]))),
+    "nll_forward": lambda B, f: B.nll_forward(f(X), IDX),
+    "nll_backward": lambda B, f: B.nll_backward(f(np.array([0.5, 0.0, 2.0])), IDX, (3, 4)),
 }
 
 

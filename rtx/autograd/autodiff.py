@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
 from .grad_mode import _state
 from .graph import Node
 from .ops import OPS, Op

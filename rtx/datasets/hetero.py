@@ -21,6 +21,7 @@ Type names may not contain ``/`` or ``__``.  Nothing is pickled.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,7 +192,7 @@ def _pick_homophilous(rng: np.random.Generator, cls: np.ndarray, pool_by_class: 
                       pool_size: int, p_same: float) -> np.ndarray:
     """For each entry of ``cls``: a pool member of the same class with probability
     ``p_same``, else a uniformly random pool member (vectorised)."""
-    out = rng.integers(0, pool_size, size=cls.shape[0])
+    out: np.ndarray = np.asarray(rng.integers(0, pool_size, size=cls.shape[0]))
     same = rng.random(cls.shape[0]) < p_same
     k = len(pool_by_class)
     for c in range(k):
@@ -340,7 +341,7 @@ def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> Hete
     automatically when exactly one has it); its ``train_mask`` / ``val_mask`` /
     ``test_mask`` are used when present, else a seeded 60/20/20 split."""
     try:
-        from torch_geometric.data import HeteroData
+        HeteroData = importlib.import_module("torch_geometric.data").HeteroData
     except ImportError as exc:
         raise ImportError("from_pyg needs PyTorch Geometric (pip install torch_geometric); "
                           "without it, build a HeteroGraph from numpy arrays or use "
@@ -375,4 +376,4 @@ def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> Hete
         tr, va, te = (arr(m) for m in masks)
     else:
         tr, va, te = random_split(y.shape[0], seed=seed)
-    return HeteroGraph(x_dict, edge_index_dict, y, tr, va, te, target=target)  # type: ignore[arg-type]
+    return HeteroGraph(x_dict, edge_index_dict, y, tr, va, te, target=target)

@@ -5,11 +5,12 @@ from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .linear import Linear
+from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
 
 __all__ = [
-    "ELU", "Dropout", "IncompatibleKeys", "LeakyReLU", "Linear", "LogSoftmax", "Module",
-    "ModuleDict", "ModuleList", "Parameter", "ReLU", "Sequential", "Softmax", "functional",
-    "init",
+    "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
+    "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
+    "ReLU", "Sequential", "Softmax", "functional", "init",
 ]
