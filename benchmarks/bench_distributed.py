@@ -67,7 +67,9 @@ def launch(nranks: int, args: argparse.Namespace) -> dict:
                "--epochs", str(args.epochs), "--hidden", str(args.hidden),
                "--heads", str(args.heads), "--method", args.method,
                "--rank-threads", str(max(1, args.threads // nranks))]
-        env = dict(os.environ, OMP_NUM_THREADS=str(max(1, args.threads // nranks)))
+        per = str(max(1, args.threads // nranks))  # rtx's OpenMP and numpy's BLAS alike
+        env = dict(os.environ, OMP_NUM_THREADS=per, OPENBLAS_NUM_THREADS=per,
+                   MKL_NUM_THREADS=per)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, env=env)
         wall = time.perf_counter() - t0
