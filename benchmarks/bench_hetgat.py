@@ -84,11 +84,13 @@ def child_pyg(data: dict[str, np.ndarray], init: dict[str, np.ndarray] | None,
             self.convs = torch.nn.ModuleList()
             needed = [set(node_types) for _ in range(args.layers)]
             needed[-1] = {target}
-            for layer in range(args.layers - 2, -1, -1):
-                needed[layer] = {s for s, _, d in edge_types if d in needed[layer + 1]}
+            for layer in range(args.layers - 2, -1, -1):  # rtx.nn.HetGAT's rule
+                nxt = needed[layer + 1]
+                needed[layer] = nxt | {s for s, _, d in edge_types if d in nxt}
             have = set(node_types)
             for layer in range(args.layers):
-                rels = [et for et in edge_types if et[0] in have and et[2] in needed[layer]]
+                rels = [et for et in edge_types
+                        if et[0] in have and et[2] in have and et[2] in needed[layer]]
                 convs = {}
                 for s, r, d in rels:
                     cin = in_ch[s] if layer == 0 else args.hidden

@@ -95,6 +95,15 @@ from .functional import (
     transpose,
     where,
 )
+from .graph_ops import (
+    EdgeIndex,
+    IndexPlan,
+    message_passing,
+    segment_max,
+    segment_mean,
+    segment_softmax,
+    segment_sum,
+)
 from .serialization import load, save
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
@@ -117,4 +126,7 @@ __all__ = [
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
     "load", "nn", "optim", "save",
+    # graph-learning primitives (rtx/graph_ops.py)
+    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
+    "segment_softmax", "segment_sum",
 ]

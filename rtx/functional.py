@@ -10,6 +10,7 @@ import numpy as np
 from . import _backend_state
 from .autograd.ops import OPS
 from .backend.index import as_index_array
+from .backend.index_plan import IndexPlan
 from .tensor import MaxResult, Tensor, _check_dim, _operand
 
 
@@ -236,7 +237,9 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 
-def _indices(indices: Any, op: str) -> np.ndarray:
+def _indices(indices: Any, op: str) -> Any:
+    if isinstance(indices, IndexPlan):
+        return indices  # checked once; the backend reuses it (and its cached grouping)
     if isinstance(indices, Tensor):
         indices = indices.numpy()
     return as_index_array(indices, op)

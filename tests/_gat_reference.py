@@ -1,4 +1,5 @@
-"""A plain numpy reference of PyTorch Geometric's GATConv formula (tests only).
+"""A plain numpy reference of PyTorch Geometric's GATConv formula, and a
+gradcheck helper for modules (tests only).
 
 Written straight from the formula, edge by edge with numpy's unbuffered
 ``ufunc.at`` scatters, independent of rtx's kernels:
@@ -13,7 +14,11 @@ Written straight from the formula, edge by edge with numpy's unbuffered
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
+
+from rtx.autograd import gradcheck
 
 
 def add_self_loops_ref(edge_index, num_nodes, edge_attr=None, fill_value="mean"):
@@ -90,3 +95,36 @@ def gat_conv_ref(x, edge_index, params, heads, out_channels, concat=True,
     if params.get("bias") is not None:
         out = out + params["bias"]
     return out, ei, alpha
+
+
+@contextmanager
+def _swapped(module, names, tensors):
+    """Run ``module`` with plain tensors in place of its named parameters (so a
+    gradcheck can perturb them)."""
+    saved = []
+    for name, t in zip(names, tensors, strict=True):
+        owner = module
+        *path, leaf = name.split(".")
+        for p in path:
+            owner = getattr(owner, p)
+        saved.append((owner, leaf, owner._parameters[leaf]))
+        owner._parameters[leaf] = t
+    try:
+        yield
+    finally:
+        for owner, leaf, p in saved:
+            owner._parameters[leaf] = p
+
+
+def gradcheck_module(module, inputs, call):
+    """gradcheck of ``call(module, *inputs)`` w.r.t. the inputs and every parameter."""
+    names = [n for n, _ in module.named_parameters()]
+    params = [p.detach() for _, p in module.named_parameters()]
+    k = len(inputs)
+
+    def fn(*args):
+        with _swapped(module, names, args[k:]):
+            return call(module, *args[:k])
+
+    leaves = [t.detach().requires_grad_() for t in (*inputs, *params)]
+    return gradcheck(fn, leaves, eps=1e-6, atol=1e-6, rtol=1e-4)

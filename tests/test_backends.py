@@ -43,6 +43,14 @@ X = RNG.uniform(0.5, 2.0, (3, 4))
 Y = RNG.uniform(0.5, 2.0, (4,))
 M = RNG.uniform(-1, 1, (4, 2))
 IDX = np.array([2, 0, 2], dtype=np.int64)
+X4 = RNG.uniform(-1, 1, (4, 4))  # one row per segment of IDX over 4 segments
+EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
+W = RNG.uniform(-1, 1, (4,))
+
+
+def _mp_backward(B, f):
+    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
+    return B.concat([B.reshape(gx, (12,)), gw], 0)
 
 # One call per op on (backend, from_numpy) -> primitive.
 CALLS = {
@@ -90,6 +98,16 @@ CALLS = {
     "stack": lambda B, f: B.stack([f(X), f(X)], 0),
     "index_select": lambda B, f: B.index_select(f(X), IDX),
     "index_add": lambda B, f: B.index_add(f(X), IDX, 5),
+    "segment_softmax": lambda B, f: B.segment_softmax(f(X), IDX, 4),
+    "segment_softmax_backward": lambda B, f: B.segment_softmax_backward(
+        B.segment_softmax(f(X), IDX, 4), f(X - 1), IDX, 4),
+    "segment_mean": lambda B, f: B.segment_mean(f(X), IDX, 4),
+    "segment_mean_backward": lambda B, f: B.segment_mean_backward(f(X4), IDX, 4),
+    "segment_max": lambda B, f: B.segment_max(f(X), IDX, 4)[0],
+    "segment_max_backward": lambda B, f: B.segment_max_backward(
+        f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3),
+    "message_passing": lambda B, f: B.message_passing(f(X), EI, 2, f(W)),
+    "message_passing_backward": _mp_backward,
     "empty": lambda B, f: B.zeros((2, 3), np.dtype(np.float64)),
     "zeros": lambda B, f: B.zeros((2, 3), np.dtype(np.float64)),
     "full": lambda B, f: B.full((2,), 3.5, np.dtype(np.float64)),

@@ -104,9 +104,23 @@ def check_num_rows(num_rows: Any) -> int:
     return n
 
 
+def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarray:
+    """A checked IndexPlan's indices, after checking it fits this call."""
+    if plan.num_rows != rows:
+        raise ValueError(f"{op}(): the IndexPlan was checked against {plan.num_rows} rows, "
+                         f"but this call has {rows}")
+    if length is not None and len(plan) != length:
+        raise ValueError(f"{op}(): len(indices) = {len(plan)} must equal src.shape[0] = {length}")
+    return plan.indices
+
+
 def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
+    from .index_plan import IndexPlan
+
     if len(shape) < 1:
         raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
+    if isinstance(indices, IndexPlan):
+        return _plan_indices(indices, shape[0], None, "index_select")
     idx = as_index_array(indices, "index_select")
     check_bounds(idx, shape[0], "index_select")
     return idx
@@ -115,8 +129,13 @@ def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
 def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any) -> tuple[
     np.ndarray, int
 ]:
+    from .index_plan import IndexPlan
+
     if len(shape) < 1:
         raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
+    if isinstance(indices, IndexPlan):
+        n = check_num_rows(num_rows)
+        return _plan_indices(indices, n, shape[0], "index_add"), n
     idx = as_index_array(indices, "index_add")
     n = check_num_rows(num_rows)
     if idx.shape[0] != shape[0]:

@@ -1,0 +1,1 @@
+"""Runnable examples shipped inside the package (``python -m rtx.examples.<name>``)."""
