@@ -66,10 +66,7 @@ class DistributedHetGAT:
         self.graph = g
         self.counts = {k: int(getattr(data, f"{k}_mask").sum()) for k in _MASKS}
         self.idx = {k: np.flatnonzero(getattr(g, f"{k}_mask")) for k in _MASKS}
-        n_tr = self.idx["train"].size
-        self._onehot = np.zeros((n_tr, data.num_classes))
-        self._onehot[np.arange(n_tr), g.y[self.idx["train"]]] = 1
-        self._onehot_t: Any = None
+        self.y_train = tensor(g.y[self.idx["train"]])
         self.x_dict = {nt: tensor(x) for nt, x in g.x_dict.items()}
         manual_seed(seed)
         self.model = model_fn(data.metadata(), data.num_features_dict, hidden,
@@ -82,14 +79,13 @@ class DistributedHetGAT:
 
     def loss(self, logits: Any) -> tuple[Any, float]:
         """``(what this rank backpropagates, its summed training loss)``."""
-        n_global = self.counts["train"]
+        from ..nn.functional import cross_entropy
+
         if self.idx["train"].size == 0:  # still take part in the gradient all-reduce
             return (logits * 0.0).sum(), 0.0
-        logp = index_select(logits, self.idx["train"]).log_softmax(-1)
-        if self._onehot_t is None or self._onehot_t.dtype != logp.dtype:
-            self._onehot_t = tensor(self._onehot.astype(logp.dtype))
-        local_sum = -(logp * self._onehot_t).sum()  # summed cross-entropy
-        return local_sum * (self.world / n_global), float(local_sum.item())
+        local_sum = cross_entropy(index_select(logits, self.idx["train"]), self.y_train,
+                                  reduction="sum")
+        return local_sum * (self.world / self.counts["train"]), float(local_sum.item())
 
     def correct(self, pred: np.ndarray) -> list[float]:
         """This rank's correct predictions per mask (owned nodes only)."""
