@@ -215,6 +215,13 @@ def _op_calls():
         "concat": lambda: rtx.cat([a(), a()]), "stack": lambda: rtx.stack([a(), a()]),
         "index_select": lambda: rtx.index_select(a(), [1, 0, 1]),
         "index_add": lambda: rtx.index_add(a(), [1, 1], 3),
+        "cross_entropy": lambda: rtx.nn.functional.cross_entropy(a(), np.array([1, 0])),
+        "nll_loss": lambda: rtx.nn.functional.nll_loss(a(), np.array([1, 0])),
+        "segment_softmax": lambda: rtx.segment_softmax(a(), [1, 1], 3),
+        "segment_mean": lambda: rtx.segment_mean(a(), [1, 1], 3),
+        "segment_max": lambda: rtx.segment_max(a(), [1, 0], 2),
+        "message_passing": lambda: rtx.message_passing(
+            a(), np.array([[0, 1], [1, 1]]), 2, weight=rtx.tensor([0.5, 2.0], requires_grad=True)),
     }
 
 
