@@ -293,3 +293,37 @@ def test_inplace_sequences_on_views_match_numpy_and_count_versions(steps):
     else:
         y.backward()
         np.testing.assert_array_equal(x.grad.numpy(), ref)
+
+
+def test_write_through_a_view_of_a_view_raises():
+    x = rtx.randn(2, 6, requires_grad=True, seed=0)
+    w = rtx.randn(12, seed=1)
+    w2 = w.reshape(2, 6)                  # a view
+    v = w2[1]                             # a view of the view (numpy: base is w's array)
+    y = (x * w2).sum()
+    with rtx.no_grad():
+        v.add_(1.0)
+    assert w._version == w2._version == v._version == 1
+    with pytest.raises(RuntimeError, match=MSG):
+        y.backward()
+
+
+def test_function_saved_tensors_alias_the_saved_buffer(backend, dtype):
+    class Scale(rtx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    x = _leaf(backend, dtype)
+    y = Scale.apply(x)
+    (s,) = y.grad_fn.ctx.saved_tensors
+    with rtx.no_grad():
+        s.mul_(3.0)                       # through the saved alias: x's counter moves
+    assert x._version == 1
+    with pytest.raises(RuntimeError, match=MSG):
+        y.sum().backward()
