@@ -98,6 +98,43 @@ def test_kernels_read_a_private_copy_checked_after_copying(itype):
     np.testing.assert_array_equal(out, x[[0, 2, 1]])
 
 
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_snapshot_check_judges_exactly_the_copied_values(itype):
+    """While another thread flips entries between valid and out of range, the
+    verdict of ``snapshot_indices`` must describe the copy it returns: no bad
+    value in a snapshot reported clean, and the reported position is the first
+    bad value of the copy.  (A check that re-read the caller's array after
+    copying, the race the snapshot exists to close, fails this.)"""
+    E, n = 4096 * 64, 10
+    idx = np.zeros(E, dtype=itype)
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            idx[::1024] = 1 << 30
+            idx[::1024] = 0
+
+    th = threading.Thread(target=flip)
+    th.start()
+    seen = {"clean": 0, "bad": 0}
+    try:
+        import time
+        t_end = time.perf_counter() + 2.0
+        while time.perf_counter() < t_end:
+            snap, bad = _kernels.snapshot_indices(idx, n)
+            if bad < 0:
+                assert int(snap.max()) < n, "a bad value in a snapshot reported clean"
+                seen["clean"] += 1
+            else:
+                assert int(snap[bad]) >= n, "the reported position holds a valid value"
+                assert int(snap[:bad].max(initial=0)) < n, "an earlier bad value was skipped"
+                seen["bad"] += 1
+    finally:
+        stop.set()
+        th.join()
+    assert seen["clean"] + seen["bad"] > 0
+
+
 @pytest.mark.valgrind
 def test_snapshots_are_immutable_and_recognised():
     idx = np.array([3, 1, 2], dtype=np.int64)
