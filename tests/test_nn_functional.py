@@ -307,3 +307,13 @@ def test_losses_match_torch(reduction):
         r.sum().backward()
         q.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_inplace_change_of_saved_logits_is_caught():
+    x = rtx.randn(3, 4, requires_grad=True, seed=0)
+    y = x * 1.0
+    loss = F.cross_entropy(y, [0, 1, 2])
+    with rtx.no_grad():
+        y.add_(1.0)  # the fused node saved y's buffer for its backward
+    with pytest.raises(RuntimeError, match="modified"):
+        loss.backward()
