@@ -19,6 +19,7 @@ runs provably do the same work.  Run: ``python -m benchmarks tape`` or
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import sys
 import time
@@ -71,22 +72,27 @@ def _operands(size: int, dtype: np.dtype, seed: int = 0) -> list[np.ndarray]:
     return [a.astype(dtype) for a in (x, w, b, c, d)]
 
 
+def _five(ts: list[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    x, w, b, c, d = ts
+    return x, w, b, c, d
+
+
 def _case(lib: Any, arrays: list[np.ndarray], n_ops: int) -> dict[str, Any]:
     """The three timed modes for one library (rtx or torch: same API here)."""
     ts = [lib.tensor(a, requires_grad=True) for a in arrays]
     plain = [lib.tensor(a) for a in arrays]
 
     def fwd_bwd() -> Any:
-        loss = chain(*ts, n_ops)
+        loss = chain(*_five(ts), n_ops)
         loss.backward()
         return loss
 
     def fwd() -> Any:
-        return chain(*ts, n_ops)
+        return chain(*_five(ts), n_ops)
 
     def nograd() -> Any:
         with lib.no_grad():
-            return chain(*plain, n_ops)
+            return chain(*_five(plain), n_ops)
 
     return {"fwd+bwd": fwd_bwd, "fwd": fwd, "no_grad": nograd, "_tensors": ts}
 
@@ -127,10 +133,10 @@ def run(
     if threads is not None:
         rtx.set_num_threads(threads)
     arrays = _operands(size, dt)
-    torch = None
+    torch: Any = None
     if with_torch:
         try:
-            import torch  # type: ignore[no-redef]
+            torch = importlib.import_module("torch")
         except ImportError:
             torch = None
     if torch is not None:

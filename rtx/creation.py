@@ -34,6 +34,9 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
             raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
         if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
             _check_int64_range(a)  # Python ints beyond int64 never wrap
+        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
+            # numpy turns [1, 2**63] into float64: find such ints among the values
+            _check_int64_range(np.asarray(data, dtype=object))
         if dtype is None:
             kind = a.dtype.kind
             if kind == "f" or (kind == "O" and _all_numbers(a)):

@@ -14,6 +14,8 @@ import rtx
 from rtx.backend import Backend, CpuBackend, MinimalBackend, create_backend
 
 CORE = {"from_numpy", "to_numpy", "shape", "dtype"}
+# answer questions about a primitive (Python values back, nothing to record): not ops
+QUERIES = {"is_prim", "is_contiguous", "can_view", "aliases"}
 
 
 def test_backend_is_abstract_over_the_core():
@@ -31,18 +33,71 @@ def test_backend_is_abstract_over_the_core():
 
 def test_minimal_backend_implements_only_the_core():
     own = {n for n, v in vars(MinimalBackend).items() if callable(v) and not n.startswith("__")}
-    assert own <= CORE | {"is_prim"}
+    assert own <= CORE | QUERIES
 
 
 def _public_ops():
     return sorted(
         n for n, v in inspect.getmembers(Backend, inspect.isfunction)
-        if not n.startswith("_") and n not in CORE | {"is_prim", "aliases"}  # predicates, not ops
+        if not n.startswith("_") and n not in CORE | QUERIES
     )
 
 
 # One call per op on (backend, from_numpy) -> primitive: the op database's backend_call.
 CALLS = op_db.backend_calls()
+
+
+def test_families_declare_exactly_their_ops():
+    """Each family mixin's OPS names exactly the ops it defines; Backend.OPS is all
+    public ops (what a decorator backend forwards family by family)."""
+    from rtx.backend.base import _MIXINS
+
+    for mixin in _MIXINS:
+        own = {n for n, v in vars(mixin).items() if inspect.isfunction(v)
+               and not n.startswith("_") and n not in QUERIES}
+        assert set(mixin.OPS) == own, (mixin.FAMILY, set(mixin.OPS) ^ own)
+        assert Backend.FAMILIES[mixin.FAMILY] == mixin.OPS
+    assert sorted(Backend.OPS) == _public_ops()
+    assert len(set(Backend.OPS)) == len(Backend.OPS)
+
+
+def test_a_decorator_backend_forwards_whole_families():
+    """A wrapper that forwards families by name (no hand-written method per op)."""
+
+    class Logged(Backend):
+        name = "logged"
+
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def from_numpy(self, a):
+            return self.inner.from_numpy(a)
+
+        def to_numpy(self, p):
+            return self.inner.to_numpy(p)
+
+        def shape(self, p):
+            return self.inner.shape(p)
+
+        def dtype(self, p):
+            return self.inner.dtype(p)
+
+    def forward(name):
+        def method(self, *args, **kw):
+            self.calls.append(name)
+            return getattr(self.inner, name)(*args, **kw)
+        return method
+
+    for fam in ("elementwise", "activation", "reduction"):
+        for n in Backend.FAMILIES[fam]:
+            setattr(Logged, n, forward(n))
+    b = Logged(CpuBackend())
+    with rtx.use_backend(b):
+        x = rtx.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+        y = (x.exp() * 2).relu().sum()
+        y.backward()
+    assert {"exp", "mul", "relu", "sum"} <= set(b.calls)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(x.numpy()))
 
 
 def test_every_op_is_covered():

@@ -15,7 +15,7 @@ from typing import Any
 from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
 from .grad_mode import _state
 from .graph import Node
-from .ops import OPS, Op
+from .ops import Op
 
 Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
 
@@ -92,7 +92,20 @@ class Autodiff:
             res = T._make(out, self, True, n)
             if op.view:
                 _share_counter(self.inner, res, args[0])
-            n.versions = _saved_versions(ctx, args, res, T)
+            sv = op.saves
+            if sv:
+                vs = []
+                for i in sv:
+                    t = res if i < 0 else args[i]
+                    if isinstance(t, T):  # (a scalar operand has no buffer)
+                        vc = t._vc
+                        if vc is None:
+                            vc = t._vc = [0]
+                        vs.append((vc, vc[0], i, t._value))
+                if vs:
+                    n.versions = vs
+            elif sv is None:
+                n.versions = _saved_versions(ctx, args, res, T)
             return res
         res = T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
         if op.view:
@@ -140,16 +153,3 @@ def _saved_versions(ctx: _Ctx, args: tuple[Any, ...], out: Any, T: Any) -> Any:
             res.append((vc, vc[0], -1, v))
             break
     return res
-
-
-def _make_method(op: type[Op]) -> Any:
-    def method(self: Autodiff, *args: Any, **attrs: Any) -> Any:
-        return self.apply(op, *args, **attrs)
-
-    method.__name__ = op.name
-    method.__doc__ = f"Recorded ``{op.name}`` (forward and backward in rtx.autograd.ops)."
-    return method
-
-
-for _name, _op in OPS.items():
-    setattr(Autodiff, _name, _make_method(_op))

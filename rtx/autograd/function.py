@@ -80,7 +80,7 @@ class FunctionCtx:
         if self._saved is None:
             return ()
         Tensor = _tensor_cls()
-        out = []
+        out: list[Any] = []
         for s in self._saved:
             if s is None:
                 out.append(None)
@@ -271,7 +271,7 @@ class Function:
                 res_list.append(_alias(Tensor, o, ad))
         ctx._out_meta = out_meta
         if ctx._saved:
-            node.versions = [(s[2], s[3], f"its saved tensor {i}", s[0]) for i, s in enumerate(ctx._saved)
-                             if s is not None] or None
+            node.versions = [(s[2], s[3], f"its saved tensor {i}", s[0])
+                             for i, s in enumerate(ctx._saved) if s is not None] or None
         res = tuple(res_list)
         return res[0] if single else res

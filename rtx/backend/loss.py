@@ -81,6 +81,11 @@ def np_nll_backward(scale: np.ndarray, target: np.ndarray, shape: tuple[int, ...
 
 
 class LossOps(HostRoundTrip):
+    FAMILY = "loss"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
+    )
+
     def cross_entropy_forward(self, x: Any, target: np.ndarray) -> tuple[Any, Any]:
         target = check_rows_target(tuple(self.shape(x)), target, "cross_entropy_forward")  # type: ignore[attr-defined]
         loss, stats = np_cross_entropy_forward(self._h(x), target)
