@@ -15,7 +15,8 @@ use only what an earlier one defines):
 6. ``_index.pxi``    gather / scatter-add
 7. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
 8. ``_message.pxi``  fused message passing and its SDDMM gradient
-9. ``_dlpack.pxi``   DLPack import/export
+9. ``_snapshot.pxi`` private, immutable snapshots of index arrays
+10. ``_dlpack.pxi``  DLPack import/export
 """
 
 from cython.parallel cimport prange
@@ -28,4 +29,5 @@ include "_csr.pxi"
 include "_index.pxi"
 include "_segment.pxi"
 include "_message.pxi"
+include "_snapshot.pxi"
 include "_dlpack.pxi"

@@ -1,1 +1,1 @@
-"""The autodiff engine (moving here from ``rtx.autograd``; see issue 10)."""
+"""The autodiff engine's home (the engine moves here from ``rtx.autograd``)."""

@@ -51,6 +51,22 @@ def own(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``a`` reshaped as a view of the same memory, or None when that needs a copy
+    (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:   # numpy < 2.1: no copy= argument
+        v = a.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return None
+        return v
+
+
 def _norm_dims(dim: Dim, ndim: int) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(ndim))
@@ -98,6 +114,10 @@ class CpuBackend(Backend):
 
     def is_prim(self, p: Any) -> bool:
         return type(p) is _ndarray
+
+    def aliases(self, view: Any, base: Any) -> bool:
+        b = view.base
+        return b is not None and (b is base or b is base.base)
 
     # ------------------------------------------------------------- creation
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -312,8 +332,15 @@ class CpuBackend(Backend):
     # ---------------------------------------------------------------- shape
     def reshape(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         if not a.flags.c_contiguous:
-            a = own(a)
+            v = _nocopy_reshape(a, shape)
+            return v if v is not None else own(a).reshape(shape)
         return a.reshape(shape)
+
+    def is_contiguous(self, a: np.ndarray) -> bool:
+        return bool(a.flags.c_contiguous)
+
+    def can_view(self, a: np.ndarray, shape: tuple[int, ...]) -> bool:
+        return bool(a.flags.c_contiguous) or _nocopy_reshape(a, shape) is not None
 
     def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
         return a.transpose(dims)

@@ -1,1 +1,1 @@
-"""Op rules (forward + backward), one module per op family."""
+"""Differentiable ops, one module per op family."""

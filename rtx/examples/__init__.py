@@ -1,0 +1,5 @@
+"""Runnable examples, each a module: ``python -m rtx.examples.<name>``.
+
+- ``karate``: a two-layer GCN trained semi-supervised on the built-in karate club
+  graph (gather / scale / scatter-add message passing, the tape, Adam).
+"""

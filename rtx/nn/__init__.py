@@ -1,0 +1,16 @@
+"""``rtx.nn``: modules, parameters, layers and losses (PyTorch-shaped)."""
+
+from . import functional, init
+from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
+from .containers import ModuleDict, ModuleList, Sequential
+from .dropout import Dropout
+from .linear import Linear
+from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import IncompatibleKeys, Module
+from .parameter import Parameter
+
+__all__ = [
+    "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
+    "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
+    "ReLU", "Sequential", "Softmax", "functional", "init",
+]
