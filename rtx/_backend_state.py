@@ -47,6 +47,18 @@ _DEFAULT = autodiff_for(_CPU)
 _global_default = _DEFAULT
 
 
+def _fusion_from_env() -> None:
+    """``RTX_FUSION=1``: the fused CPU stack is the default (docs/fusion.md)."""
+    global _global_default
+    from .fusion import env_enabled, fusion_for
+
+    if env_enabled():
+        _global_default = autodiff_for(fusion_for(_CPU))
+
+
+_fusion_from_env()
+
+
 def default_autodiff() -> Autodiff:
     return getattr(_local, "ad", None) or _global_default
 

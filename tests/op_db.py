@@ -78,12 +78,17 @@ class OpInfo:
 # --------------------------------------------------------------- backend samples
 _RNG = np.random.default_rng(1)
 X = _RNG.uniform(0.5, 2.0, (3, 4))
-X4 = np.linspace(-1.0, 1.0, 16).reshape(4, 4)  # one row per segment of IDX over 4 segments
-EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
-W = np.array([0.5, -1.5, 2.0, 0.25])
 Y = _RNG.uniform(0.5, 2.0, (4,))
 M = _RNG.uniform(-1, 1, (4, 2))
 IDX = np.array([2, 0, 2], dtype=np.int64)
+X4 = _RNG.uniform(-1, 1, (4, 4))  # one row per segment of IDX over 4 segments
+EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
+W = _RNG.uniform(-1, 1, (4,))
+
+
+def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
+    return B.concat([B.reshape(gx, (12,)), gw], 0)
 
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
@@ -235,8 +240,8 @@ OPS: list[OpInfo] = [
     # ------------------------------------------------------------------ index
     OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), IDX)),
     OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), IDX, 5)),
-    # ------------------------------------------------ segment, message passing
-    # (values, gradchecks, determinism, bad inputs: tests/test_segment.py, test_message.py)
+    # ---------------------------------------------------------------- segment
+    # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
     OpInfo("segment_softmax", "segment",
            backend_call=lambda B, f: B.segment_softmax(f(X), IDX, 4)),
     OpInfo("segment_softmax_backward", "segment", differentiable=False,
@@ -250,12 +255,11 @@ OPS: list[OpInfo] = [
     OpInfo("segment_max_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_max_backward(
                f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3)),
+    # ---------------------------------------------------------------- message
     OpInfo("message_passing", "message",
            backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),
     OpInfo("message_passing_backward", "message", differentiable=False,
-           backend_call=lambda B, f: B.concat([
-               B.reshape(B.message_passing_backward(f(X[:2]), f(X), EI, f(W))[0], (12,)),
-               B.message_passing_backward(f(X[:2]), f(X), EI, f(W))[1]], 0)),
+           backend_call=_mp_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

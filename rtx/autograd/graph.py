@@ -357,6 +357,36 @@ def _single_ad(ts: list[Tensor], fn: str) -> Any:
     return next(iter(ads.values()))
 
 
+class _HookHandle:
+    """What ``register_post_backward_hook`` returns: ``remove()`` unregisters."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def remove(self) -> None:
+        _post_backward_hooks.pop(self.key, None)
+
+
+_post_backward_hooks: dict[int, Any] = {}
+_next_hook = itertools.count().__next__
+
+
+def register_post_backward_hook(fn: Any) -> _HookHandle:
+    """Call ``fn(leaves)`` at the end of every ``backward()``, once every reached
+    leaf's ``.grad`` is accumulated; ``leaves`` is the list of those leaf tensors.
+
+    Hooks run in registration order, outside the engine's walk (so a hook sees
+    final gradients, never partial sums); ``autograd.grad()`` (which touches no
+    ``.grad``) runs none.  Used by ``rtx.distributed.DistributedDataParallel`` to
+    all-reduce gradients.  Returns a handle whose ``remove()`` unregisters ``fn``.
+    """
+    key = _next_hook()
+    _post_backward_hooks[key] = fn
+    return _HookHandle(key)
+
+
 def backward(
     tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None
 ) -> None:
@@ -368,7 +398,13 @@ def backward(
         raise ValueError("backward: no tensors given")
     roots = _root_grads(outs, grad_tensors, "backward")
     ad = _single_ad(outs, "backward")
-    _accumulate(ad, _engine(ad.inner, roots, bool(retain_graph)))
+    leaf_grads = _engine(ad.inner, roots, bool(retain_graph))
+    _accumulate(ad, leaf_grads)
+    if _post_backward_hooks:
+        leaves = [entry[0] for entry in leaf_grads.values()]
+        del leaf_grads
+        for fn in list(_post_backward_hooks.values()):
+            fn(leaves)
 
 
 def grad(
