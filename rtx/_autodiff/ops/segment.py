@@ -7,7 +7,7 @@ indices and CSR grouping.
 
 from __future__ import annotations
 
-from rtx.autograd.ops import Op
+from ...autograd.ops import Op
 
 
 class SegmentSoftmax(Op):
