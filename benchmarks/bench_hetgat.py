@@ -21,6 +21,7 @@ best validation accuracy, as the example reports it.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -65,7 +66,9 @@ def child_pyg(data: dict[str, np.ndarray], init: dict[str, np.ndarray] | None,
               args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
-    from torch_geometric.nn import GATConv, HeteroConv
+
+    pyg_nn = importlib.import_module("torch_geometric.nn")
+    GATConv, HeteroConv = pyg_nn.GATConv, pyg_nn.HeteroConv
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -244,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_pyg:
         try:
             import torch
-            import torch_geometric
+            torch_geometric = importlib.import_module("torch_geometric")
             libs.append("pyg")
             versions = f"torch {torch.__version__}, torch_geometric {torch_geometric.__version__}"
         except ImportError:
@@ -263,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             rtx.manual_seed(args.seed)
             model = HetGAT(g.metadata(), g.num_features_dict, args.hidden, g.num_classes,
                            heads=args.heads, num_layers=args.layers, target=g.target)
-            np.savez(init_path, **model.state_dict())
+            np.savez(init_path, **model.state_dict())  # type: ignore[arg-type]
             print(f"\n{n} papers: {g.num_edges} edges, nodes {g.num_nodes_dict}", flush=True)
             results[n] = {lib: [] for lib in libs}
             for r in range(args.rounds):
