@@ -403,7 +403,7 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         regp = regp_all + tid * P.nregs
         slots = <real*>(scratch + tid * per_thread)
         _fx_thread_init(P, regp, slots)
-        for b in prange(nblocks, schedule="static"):
+        for b in prange(nblocks, schedule="dynamic", chunksize=8):
             _fx_block(P, regp, slots, b)
 
 

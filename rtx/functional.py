@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _backend_state
 from .autograd.ops import OPS
-from .backend.index import as_index_array
+from .backend.index import freeze_indices
+from .backend.index_plan import IndexPlan
 from .tensor import MaxResult, Tensor, _check_dim, _operand
 
 
@@ -159,7 +160,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
-    return ad.apply(OPS["where"], c._value, _operand(a, ad), _operand(b, ad))
+    if c._ad is not ad:
+        raise TypeError("where(): cond lives on a different backend than a / b")
+    # cond passed as a tensor: its version is recorded (the backward reuses the mask)
+    return ad.apply(OPS["where"], c, _operand(a, ad), _operand(b, ad))
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -236,10 +240,12 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 
-def _indices(indices: Any, op: str) -> np.ndarray:
+def _indices(indices: Any, op: str) -> Any:
+    if isinstance(indices, IndexPlan):
+        return indices  # checked once; the backend reuses it (and its cached grouping)
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    return as_index_array(indices, op)
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def index_select(x: Any, indices: Any) -> Tensor:

@@ -19,7 +19,10 @@ from .._threads import get_num_threads
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
 from .index import check_add, check_select
+from .index_plan import IndexPlan
+from .message import check_message
 from .reduction import Dim
+from .segment import check_segment
 
 _ndarray = np.ndarray
 _scalar_types = (int, float, bool, np.generic)
@@ -46,6 +49,22 @@ def own(a: np.ndarray) -> np.ndarray:
     out = empty(a.shape, a.dtype)
     np.copyto(out, a)
     return out
+
+
+def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``a`` reshaped as a view of the same memory, or None when that needs a copy
+    (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:   # numpy < 2.1: no copy= argument
+        v = a.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return None
+        return v
 
 
 def _norm_dims(dim: Dim, ndim: int) -> tuple[int, ...]:
@@ -95,6 +114,10 @@ class CpuBackend(Backend):
 
     def is_prim(self, p: Any) -> bool:
         return type(p) is _ndarray
+
+    def aliases(self, view: Any, base: Any) -> bool:
+        b = view.base
+        return b is not None and (b is base or b is base.base)
 
     # ------------------------------------------------------------- creation
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -309,8 +332,15 @@ class CpuBackend(Backend):
     # ---------------------------------------------------------------- shape
     def reshape(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         if not a.flags.c_contiguous:
-            a = own(a)
+            v = _nocopy_reshape(a, shape)
+            return v if v is not None else own(a).reshape(shape)
         return a.reshape(shape)
+
+    def is_contiguous(self, a: np.ndarray) -> bool:
+        return bool(a.flags.c_contiguous)
+
+    def can_view(self, a: np.ndarray, shape: tuple[int, ...]) -> bool:
+        return bool(a.flags.c_contiguous) or _nocopy_reshape(a, shape) is not None
 
     def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
         return a.transpose(dims)
@@ -345,6 +375,14 @@ class CpuBackend(Backend):
 
     def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
+        if type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES:
+            # the plan's cached grouping: same bits as the cold path below
+            ptr, perm = indices.csr()
+            out = empty((n,) + src.shape[1:], src.dtype)
+            row = math.prod(src.shape[1:])
+            _kernels.scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+                                     ptr, out.reshape(n, row), get_num_threads())
+            return out
         if src.dtype not in _KERNEL_DTYPES:
             out = empty((n,) + src.shape[1:], src.dtype, zero=True)
             np.add.at(out, idx, src)
@@ -357,3 +395,123 @@ class CpuBackend(Backend):
         _kernels.scatter_add_rows(sc, idx, out.reshape(n, row),
                                   _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
+
+    # -------------------------------------------------------------- segment
+    @staticmethod
+    def _rows2d(a: np.ndarray) -> np.ndarray:
+        """``a`` as a C-contiguous (len, prod(rest)) view (a copy only if needed)."""
+        return np.ascontiguousarray(a).reshape(a.shape[0], math.prod(a.shape[1:]))
+
+    def segment_softmax(self, scores: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = check_segment(scores.shape, scores.dtype, index, num_segments, "segment_softmax")
+        out = empty(scores.shape, scores.dtype)
+        s2, o2, T = self._rows2d(scores), self._rows2d(out), get_num_threads()
+        # two kernels with equal bits: by entry order (narrow rows, no grouping
+        # needed) or over the CSR grouping
+        if _kernels.softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            _kernels.segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_csr(s2, perm, ptr, o2, T)
+        return out
+
+    def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
+                                 num_segments: int) -> np.ndarray:
+        plan = check_segment(y.shape, y.dtype, index, num_segments, "segment_softmax_backward")
+        if grad.shape != y.shape or grad.dtype != y.dtype:
+            raise ValueError("segment_softmax_backward(): grad must match y")
+        out = empty(y.shape, y.dtype)
+        y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
+        if _kernels.softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            _kernels.segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
+        return out
+
+    def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_mean")
+        ptr, perm = plan.csr()
+        n = plan.num_rows
+        out = empty((n,) + src.shape[1:], src.dtype)
+        _kernels.segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+                                  get_num_threads())
+        return out
+
+    def segment_mean_backward(self, grad: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = as_plan_checked(index, num_segments, grad, "segment_mean_backward")
+        ptr, perm = plan.csr()
+        out = empty((len(plan),) + grad.shape[1:], grad.dtype)
+        _kernels.segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
+                                           get_num_threads())
+        return out
+
+    def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
+        plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_max")
+        ptr, perm = plan.csr()
+        n = plan.num_rows
+        out = empty((n,) + src.shape[1:], src.dtype)
+        arg = empty((n,) + src.shape[1:], np.int64)
+        _kernels.segment_max_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+                                 self._rows2d(arg), get_num_threads())
+        return out, arg
+
+    def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
+                             num_entries: int) -> np.ndarray:
+        plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
+        ptr, perm = plan.csr()
+        out = empty((num_entries,) + grad.shape[1:], grad.dtype)
+        _kernels.segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
+                                          self._rows2d(out), get_num_threads())
+        return out
+
+    # -------------------------------------------------------------- message
+    def message_passing(self, x: np.ndarray, edge_index: Any, num_nodes: int,
+                        weight: Any = None) -> np.ndarray:
+        ei, H = check_message(x.shape, x.dtype, edge_index, num_nodes,
+                              None if weight is None else weight.shape,
+                              None if weight is None else weight.dtype)
+        ptr, perm = ei.dst.csr()
+        out = empty((ei.num_dst,) + x.shape[1:], x.dtype)
+        w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
+        _kernels.message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
+                             self._rows2d(out), H, get_num_threads())
+        return out
+
+    def message_passing_backward(self, grad: np.ndarray, x: np.ndarray, edge_index: Any,
+                                 weight: Any, need_x: bool = True, need_weight: bool = True
+                                 ) -> tuple[Any, Any]:
+        ei, H = check_message(x.shape, x.dtype, edge_index, grad.shape[0],
+                              None if weight is None else weight.shape,
+                              None if weight is None else weight.dtype)
+        if grad.shape != (ei.num_dst,) + x.shape[1:] or grad.dtype != x.dtype:
+            raise ValueError("message_passing_backward(): grad has the wrong shape or dtype")
+        gx = gw = None
+        g2 = self._rows2d(grad)
+        weighted = weight is not None
+        w = self._rows2d(weight) if weighted else _NO_WEIGHT[x.dtype.char]
+        if need_weight and weighted:
+            gw = empty(weight.shape, weight.dtype)
+        if need_x:
+            # one pass over the source grouping gives grad_x and grad_weight
+            ptr, perm = ei.src.csr()
+            gx = empty(x.shape, x.dtype)
+            gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
+            _kernels.message_backward_csr(
+                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                self._rows2d(gx), gw2, H, get_num_threads())
+        elif gw is not None:
+            _kernels.sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
+                               gw.reshape(weight.shape[0], H), get_num_threads())
+        return gx, gw
+
+
+_NO_WEIGHT = {"f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
+
+
+def as_plan_checked(index: Any, num_rows: int, grad: np.ndarray, op: str) -> IndexPlan:
+    from .index_plan import as_plan
+
+    if grad.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{op}(): gradient must be float32 or float64, got {grad.dtype}")
+    return as_plan(index, num_rows, op)

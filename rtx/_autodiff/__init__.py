@@ -1,0 +1,1 @@
+"""The autodiff engine's home (the engine moves here from ``rtx.autograd``)."""

@@ -1,0 +1,1 @@
+"""Differentiable ops, one module per op family."""

@@ -1,0 +1,72 @@
+"""Fused loss ops: ``cross_entropy`` (from logits) and ``nll_loss``.
+
+Each is ONE recorded node whose forward computes the per-row losses in one
+backend call (``B.cross_entropy_forward``: a stable log-sum-exp per row) and
+reduces them, and whose backward is one backend call
+(``B.cross_entropy_backward``: ``softmax - onehot``, scaled per row) — never
+``log(softmax(x))`` composed of separate nodes.
+
+Inputs (prepared and validated by ``rtx.nn.functional``): ``x`` ``[N, C]``;
+``target`` a host int64 array of ``N`` classes in ``[0, C)`` (ignored rows carry
+a valid placeholder class); ``w`` ``[N]`` the per-row weights (``weight[target]``,
+0 for ignored rows; not differentiated); ``reduction`` in none/sum/mean and
+``denom`` the sum of ``w`` (mean divides by it; 0 gives NaN, like PyTorch).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...autograd.ops import Op
+
+
+def _reduce(ctx, B, rows, w, reduction, denom):
+    rows = B.mul(rows, w)
+    if reduction == "none":
+        return rows
+    s = B.sum(rows)
+    if reduction == "sum":
+        return s
+    return B.mul(s, math.nan) if denom == 0 else B.div(s, denom)
+
+
+def _row_scale(ctx, B, g):
+    """d(output)/d(row loss) times the incoming gradient, per row."""
+    if ctx.reduction == "mean":
+        if ctx.denom == 0:  # every target ignored: NaN loss, zero gradient (PyTorch)
+            return B.mul(ctx.w, 0.0)
+        g = B.div(g, ctx.denom)
+    return B.mul(ctx.w, g)
+
+
+class CrossEntropy(Op):
+    name = "cross_entropy"
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
+        rows, stats = B.cross_entropy_forward(x, target)
+        ctx.x, ctx.stats, ctx.target, ctx.w = x, stats, target, w
+        ctx.reduction, ctx.denom = reduction, denom
+        return _reduce(ctx, B, rows, w, reduction, denom)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        gx = B.cross_entropy_backward(ctx.x, ctx.stats, ctx.target, _row_scale(ctx, B, g))
+        return gx, None, None
+
+
+class NllLoss(Op):
+    name = "nll_loss"
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
+        rows = B.nll_forward(x, target)
+        ctx.shape, ctx.target, ctx.w = tuple(B.shape(x)), target, w
+        ctx.reduction, ctx.denom = reduction, denom
+        return _reduce(ctx, B, rows, w, reduction, denom)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return B.nll_backward(_row_scale(ctx, B, g), ctx.target, ctx.shape), None, None

@@ -1,0 +1,89 @@
+"""Fused loss kernels: cross-entropy from logits and NLL from log-probabilities.
+
+Rows are ``[N, C]``; ``target`` is a host int64 array of ``N`` class indices,
+each already checked to lie in ``[0, C)`` (the caller substitutes a valid class
+for ignored rows and gives them zero ``scale``).  Defaults are host round-trips
+through numpy; a backend may override them.
+
+``cross_entropy_forward(x, target) -> (loss, stats)``: with the row max
+``m[i]`` and ``l[i] = log sum_j exp(x[i, j] - m[i])`` (the stable log-sum-exp
+``m + l``), ``loss[i] = l[i] - (x[i, target[i]] - m[i])``, in one pass, never
+through ``log(softmax)``; ``stats`` is ``[N, 2]`` = ``(m, l)`` per row, kept for
+the backward.  ``cross_entropy_backward(x, stats, target, scale)``:
+``(softmax(x) - onehot) * scale[:, None]`` with ``softmax = exp((x - m) - l)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._host import HostRoundTrip, contiguous
+
+
+def _flat_index(target: np.ndarray, n: int, c: int) -> np.ndarray:
+    """Positions of ``(i, target[i])`` in a C-contiguous ``[n, c]`` array."""
+    return np.arange(n, dtype=np.int64) * c + target
+
+
+def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.ascontiguousarray(x)
+    n, c = x.shape
+    if n == 0:
+        return np.zeros(0, x.dtype), np.zeros((0, 2), x.dtype)
+    stats = np.empty((n, 2), x.dtype)
+    m = stats[:, 0]
+    np.max(x, axis=1, out=m)
+    z = np.subtract(x, m[:, None])
+    # (x_t - m), read before the exp: l - (x_t - m) keeps l's digits next to a large m
+    picked = z.reshape(-1)[_flat_index(target, n, c)]
+    np.exp(z, out=z)
+    logs = stats[:, 1]
+    np.log(np.sum(z, axis=1), out=logs)
+    return np.subtract(logs, picked), stats
+
+
+def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarray,
+                              scale: np.ndarray) -> np.ndarray:
+    n, c = x.shape
+    g = np.subtract(x, stats[:, :1])
+    g -= stats[:, 1:]
+    np.exp(g, out=g)
+    g.reshape(-1)[_flat_index(target, n, c)] -= 1
+    g *= np.asarray(scale, dtype=g.dtype)[:, None]
+    return g
+
+
+def np_nll_forward(x: np.ndarray, target: np.ndarray) -> np.ndarray:
+    return np.negative(x[np.arange(x.shape[0]), target])
+
+
+def np_nll_backward(scale: np.ndarray, target: np.ndarray, shape: tuple[int, ...],
+                    dtype: np.dtype) -> np.ndarray:
+    g = np.zeros(shape, dtype)
+    g[np.arange(shape[0]), target] = -scale
+    return g
+
+
+class LossOps(HostRoundTrip):
+    FAMILY = "loss"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
+    )
+
+    def cross_entropy_forward(self, x: Any, target: np.ndarray) -> tuple[Any, Any]:
+        loss, stats = np_cross_entropy_forward(self._h(x), target)
+        fn = self.from_numpy  # type: ignore[attr-defined]
+        return fn(contiguous(loss)), fn(contiguous(stats))
+
+    def cross_entropy_backward(self, x: Any, stats: Any, target: np.ndarray, scale: Any) -> Any:
+        return self._host(lambda a, s, c: np_cross_entropy_backward(a, s, target, c),
+                          x, stats, scale)
+
+    def nll_forward(self, x: Any, target: np.ndarray) -> Any:
+        return self._host(lambda a: np_nll_forward(a, target), x)
+
+    def nll_backward(self, scale: Any, target: np.ndarray, shape: tuple[int, ...]) -> Any:
+        dt = np.dtype(self.dtype(scale))  # type: ignore[attr-defined]
+        return self._host(lambda s: np_nll_backward(s, target, shape, dt), scale)

@@ -1,0 +1,216 @@
+"""``rtx.nn.functional``: activations, dropout and losses (PyTorch's semantics).
+
+Graph ops (``segment_softmax``, ``message_passing``) are re-exported here from
+their own module; see the marked place below.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ..creation import Generator, _rng
+from ..functional import _t
+from ..functional import elu as _elu
+from ..functional import leaky_relu as _leaky_relu
+from ..functional import log_softmax as _log_softmax
+from ..functional import relu as _relu
+from ..functional import softmax as _softmax
+from ..tensor import Tensor, _as_tensor
+
+# --------------------------------------------------------------------------
+# Graph ops are re-exported here (one import line, added by the lead):
+#   from ..<graph ops module> import message_passing, segment_softmax
+# --------------------------------------------------------------------------
+
+
+def relu(input: Any) -> Tensor:
+    """``max(x, 0)``; the gradient at 0 is 0."""
+    return _relu(input)
+
+
+def leaky_relu(input: Any, negative_slope: float = 0.01) -> Tensor:
+    """``x`` where ``x > 0``, else ``negative_slope * x``."""
+    return _leaky_relu(input, negative_slope)
+
+
+def elu(input: Any, alpha: float = 1.0) -> Tensor:
+    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
+    return _elu(input, alpha)
+
+
+def softmax(input: Any, dim: int = -1) -> Tensor:
+    """Numerically stable softmax along ``dim``."""
+    return _softmax(input, dim)
+
+
+def log_softmax(input: Any, dim: int = -1) -> Tensor:
+    """Numerically stable log-softmax along ``dim``."""
+    return _log_softmax(input, dim)
+
+
+def _check_p(p: Any) -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)):
+        raise TypeError(f"dropout probability has to be a number, got {type(p).__name__}")
+    if not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    return float(p)
+
+
+def dropout(input: Any, p: float = 0.5, training: bool = True,
+            generator: Generator | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1/(1-p)``
+    (identity when ``training`` is False or ``p == 0``; all zeros when ``p == 1``).
+
+    The mask is drawn (as uniforms ``u >= p``) from ``generator`` or rtx's
+    default generator, so ``rtx.manual_seed`` makes it reproducible.
+    """
+    p = _check_p(p)
+    x = _t(input)
+    if not training or p == 0.0:
+        return x
+    if x.dtype.kind != "f":
+        raise TypeError(f"dropout(): expected a floating point tensor, got {x.dtype}")
+    u = _rng(None, generator).random(x.shape)
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    mask = np.where(u >= p, scale, 0.0).astype(x.dtype)
+    return x * _as_tensor(mask, x._ad)
+
+
+# -------------------------------------------------------------------- losses
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(reduction: Any) -> str:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction!r} is not a valid value for reduction "
+                         "(expected 'none', 'mean' or 'sum')")
+    return str(reduction)
+
+
+def _size(shape: tuple[int, ...]) -> str:
+    return "rtx.Size([" + ", ".join(str(s) for s in shape) + "])"
+
+
+def _class_inputs(name: str, input: Any, target: Any, weight: Any, ignore_index: int
+                  ) -> tuple[Tensor, np.ndarray, Tensor, float, tuple[int, ...]]:
+    """Validate and flatten ``input`` to ``[N, C]`` rows (classes along dim 1, as in
+    PyTorch) and ``target`` to ``N`` safe classes with per-row weights.
+
+    Returns ``(rows, safe_target, row_weights, weight_sum, output_shape)``.
+    Everything is checked before any op runs.
+    """
+    x = _t(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name}(): input must be a floating point tensor, got {x.dtype}")
+    if x.ndim == 0:
+        raise ValueError(f"{name}(): input must have at least 1 dimension (classes), got 0-d")
+    t = np.asarray(target.numpy() if isinstance(target, Tensor) else target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{name}(): target must hold integer class indices, got dtype {t.dtype}")
+    want: tuple[int, ...]
+    if x.ndim == 1:
+        c, want = x.shape[0], ()
+    else:
+        c, want = x.shape[1], (x.shape[0],) + x.shape[2:]
+    if t.shape != want:
+        raise ValueError(
+            f"{name}(): expected target of shape {want} for input of shape {x.shape}, "
+            f"got {t.shape}"
+        )
+    if c == 0:
+        raise ValueError(f"{name}(): input has no classes (size 0 along the class dim)")
+    flat = t.reshape(-1).astype(np.int64)
+    ignored = flat == ignore_index
+    bad = ~ignored & ((flat < 0) | (flat >= c))
+    if bad.any():
+        raise IndexError(f"Target {int(flat[np.argmax(bad)])} is out of bounds.")
+    safe = np.where(ignored, 0, flat)
+    if weight is None:
+        w_rows = np.where(ignored, 0.0, 1.0)
+    else:
+        w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight)
+        if w.dtype.kind not in "biuf" or w.shape != (c,):
+            raise ValueError(
+                f"{name}(): weight must be a float tensor of shape ({c},), got "
+                f"{w.dtype} of shape {w.shape}"
+            )
+        w_rows = np.where(ignored, 0.0, w.astype(np.float64)[safe])
+    denom = float(w_rows.sum())
+    if x.ndim == 1:
+        rows = x.reshape(1, c)
+    elif x.ndim == 2:
+        rows = x
+    else:  # [N, C, d1, ...] -> [N * d1 * ..., C], classes last
+        rows = x.permute(0, *range(2, x.ndim), 1).reshape(-1, c)
+    wt = _as_tensor(w_rows.astype(x.dtype), x._ad)
+    return rows, np.ascontiguousarray(safe), wt, denom, want
+
+
+def _class_loss(op: str, input: Any, target: Any, weight: Any, ignore_index: int,
+                reduction: str) -> Tensor:
+    from ..autograd.ops import OPS
+
+    reduction = _check_reduction(reduction)
+    rows, safe, w, denom, shape = _class_inputs(op, input, target, weight, ignore_index)
+    out = rows._ad.apply(OPS[op], rows, safe, w, reduction=reduction, denom=denom)
+    return out.reshape(shape) if reduction == "none" else out
+
+
+def cross_entropy(input: Any, target: Any, weight: Any = None, ignore_index: int = -100,
+                  reduction: str = "mean") -> Tensor:
+    """Cross-entropy from unnormalised logits and integer class targets.
+
+    ``input``: ``[N, C]``, ``[C]`` or ``[N, C, d1, ...]`` (classes along dim 1);
+    ``target``: ``[N]``, ``[]`` or ``[N, d1, ...]`` class indices in ``[0, C)`` or
+    ``ignore_index``.  Row loss ``w[t] * (logsumexp(x) - x[t])`` (0 for ignored
+    rows); ``reduction``: ``"none"``, ``"sum"`` or ``"mean"`` (sum divided by the
+    summed weights of the non-ignored targets: NaN when all are ignored, as in
+    PyTorch).  One fused, stable node: the backward is ``softmax - onehot``.
+    """
+    return _class_loss("cross_entropy", input, target, weight, ignore_index, reduction)
+
+
+def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities: row loss ``-w[t] * x[t]``
+    (shapes, ``ignore_index`` and reductions as in ``cross_entropy``)."""
+    return _class_loss("nll_loss", input, target, weight, ignore_index, reduction)
+
+
+def _pointwise_loss(name: str, input: Any, target: Any, reduction: str, square: bool) -> Tensor:
+    reduction = _check_reduction(reduction)
+    x = _t(input)
+    y = target if isinstance(target, Tensor) else _as_tensor(target, x._ad, x.dtype)
+    if x.dtype.kind != "f" or y.dtype.kind != "f":
+        raise TypeError(f"{name}(): input and target must be floating point, got {x.dtype} "
+                        f"and {y.dtype}")
+    if y.shape != x.shape:
+        warnings.warn(
+            f"Using a target size ({_size(y.shape)}) that is different to the input size "
+            f"({_size(x.shape)}). This will likely lead to incorrect results due to "
+            "broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+    d = x - y
+    e = d * d if square else d.abs()
+    if reduction == "none":
+        return e
+    return e.sum() if reduction == "sum" else e.mean()
+
+
+def l1_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
+    """``|input - target|`` (broadcast, with PyTorch's warning when the shapes differ),
+    reduced by ``"mean"`` (default), ``"sum"`` or ``"none"``; ``|x|'(0) = 0``."""
+    return _pointwise_loss("l1_loss", input, target, reduction, square=False)
+
+
+def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
+    """``(input - target)^2`` reduced by ``"mean"`` (default), ``"sum"`` or ``"none"``."""
+    return _pointwise_loss("mse_loss", input, target, reduction, square=True)
+
+
+__all__ = [
+    "cross_entropy", "dropout", "elu", "l1_loss", "leaky_relu", "log_softmax", "mse_loss",
+    "nll_loss", "relu", "softmax",
+]
