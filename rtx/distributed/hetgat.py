@@ -154,6 +154,8 @@ class DistributedHetGAT:
             "rank": self.rank,
             "owned": st["owned"], "halo_target": st["halo_target"],
             "nodes": sum(st["nodes"].values()), "edges": st["edges"],
+            "layer_edges": st["layer_edges"] if self._layered else [st["edges"]] * len(
+                self.local.layer_edge_index),
             "graph_mb": st["graph_bytes"] / 2**20,
             "rtx_peak_mb": _kernels.memory_stats()["peak_bytes"] / 2**20,
             "peak_rss_mb": peak_rss_bytes() / 2**20,
