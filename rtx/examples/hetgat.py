@@ -289,7 +289,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for row, state in run.train(args.epochs, args.lr, args.weight_decay):
             history.append(row)
-            bar.update(row["epoch"], row)
+            bar.update(int(row["epoch"]), row)
             if row["val_acc"] > best["val_acc"]:
                 best = {"epoch": row["epoch"], "val_acc": row["val_acc"], "state": state}
     finally:
