@@ -215,3 +215,26 @@ def test_partition_arguments():
         local_subgraph(data, np.array([100]), 2)
     a, b = shard(data, 2, rank=0, world_size=2), shard(data, 2, rank=1, world_size=2)
     assert a.num_owned + b.num_owned == 100
+
+
+def test_post_backward_hook_sees_final_gradients():
+    from rtx.autograd.graph import register_post_backward_hook
+
+    x = rtx.tensor([1.0, 2.0], requires_grad=True)
+    w = rtx.tensor([3.0, -1.0], requires_grad=True)
+    seen = []
+
+    def hook(leaves):
+        seen.append({id(t): t.grad.numpy().copy() for t in leaves})
+
+    h = register_post_backward_hook(hook)
+    try:
+        ((x * w).sum() + (x * x).sum()).backward()  # x used twice: grads summed first
+        assert len(seen) == 1 and set(seen[0]) == {id(x), id(w)}
+        np.testing.assert_array_equal(seen[0][id(x)], [5.0, 3.0])  # w + 2x, complete
+        rtx.autograd.grad((x * w).sum(), [x])  # grad() touches no .grad: no hook
+        assert len(seen) == 1
+    finally:
+        h.remove()
+    (x * w).sum().backward()
+    assert len(seen) == 1  # removed
