@@ -117,22 +117,26 @@ def main() -> None:
             runs.append((rnd, p, t, launch(p, t, args)))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     base = next((res for _, p, _, res in runs if p == 1), None)
-    print("\nmodel: epoch s = base epoch s * work_r/work_1 * threads_1/threads_r; rtx peak MB "
-          "between base * nodes_r/nodes_1 and base * work_r/work_1 (node- vs edge-sized "
-          "tensors); work = edges summed over layers")
+    print("\nmodel (docs/distributed.md), from the first 1-rank run: epoch s between "
+          "base * work_r/work_1 (edge-bound) and base * nodes_r/nodes_1 (node-bound), times "
+          "threads_1/threads_r; rtx peak MB between the same two fractions of base; "
+          "work = edges summed over the layers that process them")
     print(f"{'round':>5} {'PxT':>5} {'rank':>4} {'nodes':>8} {'work':>9} {'epoch s':>8} "
-          f"{'model s':>8} {'rtx peak MB':>11} {'model MB':>11} {'peak RSS MB':>11}")
+          f"{'model s':>11} {'rtx peak MB':>11} {'model MB':>11} {'peak RSS MB':>11}")
     for rnd, p, t, res in runs:
         for r in res["ranks"]:
-            pred_t, lo, hi = float("nan"), float("nan"), float("nan")
+            t_lo = t_hi = lo = hi = float("nan")
             if base is not None:
                 b = base["ranks"][0]
                 fw, fn = _work(r) / _work(b), r["nodes"] / b["nodes"]
-                pred_t = b["median_epoch_s"] * fw * base["threads_per_rank"] / t
+                thr = base["threads_per_rank"] / t
+                t_lo, t_hi = sorted((b["median_epoch_s"] * fw * thr,
+                                     b["median_epoch_s"] * fn * thr))
                 lo, hi = sorted((b["rtx_peak_mb"] * fw, b["rtx_peak_mb"] * fn))
             print(f"{rnd:>5} {f'{p}x{t}':>5} {r['rank']:>4} {r['nodes']:>8} {_work(r):>9} "
-                  f"{r['median_epoch_s']:>8.2f} {pred_t:>8.2f} {r['rtx_peak_mb']:>11.0f} "
-                  f"{f'{lo:.0f}-{hi:.0f}':>11} {r['peak_rss_mb']:>11.0f}")
+                  f"{r['median_epoch_s']:>8.2f} {f'{t_lo:.2f}-{t_hi:.2f}':>11} "
+                  f"{r['rtx_peak_mb']:>11.0f} {f'{lo:.0f}-{hi:.0f}':>11} "
+                  f"{r['peak_rss_mb']:>11.0f}")
     for rnd in range(args.rounds):
         one = [res for r_, p, _, res in runs if r_ == rnd and p == 1]
         many = [(p, res) for r_, p, _, res in runs if r_ == rnd and p > 1]
