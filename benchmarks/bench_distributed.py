@@ -1,19 +1,21 @@
 """Graph-partitioned HetGAT training on 1 and 2 MPI ranks: epoch time and peak
 memory per rank, next to the scaling model of docs/distributed.md.
 
-    python benchmarks/bench_distributed.py                 # ~100,000 papers
+    python benchmarks/bench_distributed.py                 # ~100,000 papers, 1x1 then 2x1
+    python benchmarks/bench_distributed.py --configs 1x1,2x1,1x2 --rounds 3
     python benchmarks/bench_distributed.py --num-papers 20000 --epochs 3
 
-It launches ``mpiexec -n P python benchmarks/bench_distributed.py --worker``
-for each P in ``--ranks`` (one after the other, never concurrently), with
-``--threads`` OpenMP threads per rank split evenly (1 rank x 2 threads vs
-2 ranks x 1 thread on this 2-core machine: the same cores either way).  Each
-worker builds the same synthetic graph, takes its shard (``partition.shard``),
-trains ``--epochs`` full-batch epochs with DDP + Adam and reports, per rank:
-median epoch time, rtx's peak tensor bytes over the training epochs, peak RSS,
-its share of nodes and edges.  The scaling model's prediction for each rank
-(from the measured 1-rank run and the shard's edge/node counts) is printed
-beside the measurement.
+For each ``RANKSxTHREADS`` config (one after the other, never concurrently;
+``--rounds`` repeats the list, interleaved) it launches ``mpiexec -n RANKS python
+benchmarks/bench_distributed.py --worker`` with THREADS OpenMP and BLAS threads
+per rank (2x1 and 1x2 use the same 2 cores).  Each worker builds the same
+synthetic graph, takes its shard (``partition.shard``), trains ``--epochs``
+full-batch epochs with DDP + Adam and reports, per rank: median epoch time,
+rtx's peak tensor bytes over the training epochs, peak RSS, its nodes and edge
+work.  The scaling model's range for each rank (from the round's 1-rank run and
+the shard's node and edge counts) is printed beside the measurement, with the
+machine's load average (this benchmark's numbers mean little on a loaded machine
+unless 1 and 2 ranks are interleaved and repeated).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--configs", default="1x2,2x1",
+    ap.add_argument("--configs", default="1x1,2x1",
                     help="RANKSxTHREADS_PER_RANK, comma-separated, run in this order; the "
                          "first one with 1 rank is the scaling model's baseline")
     ap.add_argument("--rounds", type=int, default=1,
@@ -116,14 +118,14 @@ def main() -> None:
         for p, t in configs:
             runs.append((rnd, p, t, launch(p, t, args)))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
-    base = next((res for _, p, _, res in runs if p == 1), None)
-    print("\nmodel (docs/distributed.md), from the first 1-rank run: epoch s between "
+    print("\nmodel (docs/distributed.md), from the round's first 1-rank run: epoch s between "
           "base * work_r/work_1 (edge-bound) and base * nodes_r/nodes_1 (node-bound), times "
           "threads_1/threads_r; rtx peak MB between the same two fractions of base; "
           "work = edges summed over the layers that process them")
     print(f"{'round':>5} {'PxT':>5} {'rank':>4} {'nodes':>8} {'work':>9} {'epoch s':>8} "
           f"{'model s':>11} {'rtx peak MB':>11} {'model MB':>11} {'peak RSS MB':>11}")
     for rnd, p, t, res in runs:
+        base = next((b for r_, q, _, b in runs if r_ == rnd and q == 1), None)
         for r in res["ranks"]:
             t_lo = t_hi = lo = hi = float("nan")
             if base is not None:
