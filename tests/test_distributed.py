@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 from _gat_reference import gat_conv_ref
-from conftest import run_child
+from conftest import child_env, run_child, run_python
 
 import rtx
 import rtx.distributed as dist
@@ -238,3 +238,11 @@ def test_post_backward_hook_sees_final_gradients():
         h.remove()
     (x * w).sum().backward()
     assert len(seen) == 1  # removed
+
+
+def test_example_distributed_without_a_launcher_says_how_to_launch():
+    env = {k: v for k, v in child_env().items() if k not in _comm._LAUNCH_VARS}
+    r = run_python(["-m", "rtx.examples.hetgat", "--distributed", "--num-papers", "100",
+                    "--epochs", "1"], env=env)
+    assert r.returncode != 0
+    assert "mpiexec -n N" in r.stderr and "Traceback" not in r.stderr, r.stderr

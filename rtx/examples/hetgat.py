@@ -256,7 +256,10 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     import rtx.distributed as dist
     from rtx.distributed.hetgat import DistributedHetGAT
 
-    dist.init()
+    try:
+        dist.init()
+    except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
+        raise SystemExit(f"rtx-hetgat --distributed: {exc}") from None
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()
