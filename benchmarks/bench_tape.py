@@ -12,13 +12,14 @@ prints medians in microseconds per chain op and the rtx / torch ratios for:
 - ``no_grad``: the forward with nothing recorded.
 
 Before timing, the rtx and torch losses and gradients are compared, so the two
-runs provably do the same work.  Run: ``python benchmarks/bench_tape.py``
-(standalone; ``--help`` for options).
+runs provably do the same work.  Run: ``python -m benchmarks tape`` or
+``python benchmarks/run.py tape`` (``--help`` for options).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import sys
 import time
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 
 import rtx
+
+from .bench import machine, subcommand, today
 
 TARGET_RATIO = 2.0
 KINDS = ["matmul", "add", "tanh", "mul", "sub", "sigmoid", "scale", "exp", "div", "relu"]
@@ -69,22 +72,27 @@ def _operands(size: int, dtype: np.dtype, seed: int = 0) -> list[np.ndarray]:
     return [a.astype(dtype) for a in (x, w, b, c, d)]
 
 
+def _five(ts: list[Any]) -> tuple[Any, Any, Any, Any, Any]:
+    x, w, b, c, d = ts
+    return x, w, b, c, d
+
+
 def _case(lib: Any, arrays: list[np.ndarray], n_ops: int) -> dict[str, Any]:
     """The three timed modes for one library (rtx or torch: same API here)."""
     ts = [lib.tensor(a, requires_grad=True) for a in arrays]
     plain = [lib.tensor(a) for a in arrays]
 
     def fwd_bwd() -> Any:
-        loss = chain(*ts, n_ops)
+        loss = chain(*_five(ts), n_ops)
         loss.backward()
         return loss
 
     def fwd() -> Any:
-        return chain(*ts, n_ops)
+        return chain(*_five(ts), n_ops)
 
     def nograd() -> Any:
         with lib.no_grad():
-            return chain(*plain, n_ops)
+            return chain(*_five(plain), n_ops)
 
     return {"fwd+bwd": fwd_bwd, "fwd": fwd, "no_grad": nograd, "_tensors": ts}
 
@@ -125,10 +133,10 @@ def run(
     if threads is not None:
         rtx.set_num_threads(threads)
     arrays = _operands(size, dt)
-    torch = None
+    torch: Any = None
     if with_torch:
         try:
-            import torch  # type: ignore[no-redef]
+            torch = importlib.import_module("torch")
         except ImportError:
             torch = None
     if torch is not None:
@@ -174,19 +182,19 @@ def run(
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", type=int, default=100, help="chain length (default 100)")
     p.add_argument("--size", type=int, default=16, help="operand side (default 16)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--reps", type=int, default=200, help="timed repetitions (default 200)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
-    p.add_argument("--threads", type=int, default=1,
-                   help="threads for rtx and torch (default 1: small ops run serially anyway)")
-    a = p.parse_args(argv)
-    run(a.ops, a.size, a.dtype, a.reps, not a.no_torch, threads=a.threads)
+
+
+@subcommand("tape", "autograd tape overhead per op on small tensors, against PyTorch eager",
+            _arguments)
+def bench_tape(args: argparse.Namespace) -> int:
+    print(f"# rtx tape benchmark, {today()}")
+    print(f"# machine: {machine()}")
+    # one thread unless --threads says otherwise: see run()'s docstring
+    run(args.ops, args.size, args.dtype, args.repeats or 200, not args.no_torch,
+        threads=args.threads if args.threads is not None else 1)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

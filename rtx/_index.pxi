@@ -51,6 +51,9 @@ cdef enum:
     MAX_SAMPLE_BUCKETS = 1024
     SAMPLE_SIZE = 8192
     COMPACT_BLOCK = 2048
+    # Source rows prefetched ahead by the CSR reduction (its reads are all
+    # random, so it wants more misses in flight than the gather).
+    CSR_PREFETCH_AHEAD = 16
 
 
 def set_gather_stream_min(Py_ssize_t nbytes):
@@ -80,8 +83,9 @@ def set_parallel_thresholds(gather=None, scatter=None, scatter_min_row_bytes=Non
     old = get_parallel_thresholds()
     for name, v in (("gather", gather), ("scatter", scatter),
                     ("scatter_min_row_bytes", scatter_min_row_bytes)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ValueError(f"{name} threshold must be an int >= 0, got {v!r}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0
+                              or v > MAX_STORAGE_BYTES):
+            raise ValueError(f"{name} threshold must be an int in [0, 2**62], got {v!r}")
     if gather is not None:
         GATHER_PARALLEL_MIN = gather
     if scatter is not None:
@@ -167,6 +171,8 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     T = num_threads
     if T > E:
         T = E
+    if T > 256:
+        T = 256
     # Outputs much larger than the caches are written with non-temporal
     # stores: no read-for-ownership of the destination lines.
     stream = (RTX_HAVE_STREAM and E * F * <Py_ssize_t>sizeof(real) >= GATHER_STREAM_MIN
@@ -312,8 +318,8 @@ cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, P
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
-            if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(sp + perm[k + PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch_row(sp + perm[k + CSR_PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
             _add_row(row, sp + perm[k] * F, F)
 
 
@@ -340,6 +346,46 @@ cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_
     return 0
 
 
+cdef inline int _auto_strategy(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
+                               int T) noexcept:
+    """The strategy auto dispatch picks (T already clamped to [1, 256])."""
+    if (T == 1 or (E + N) * F * itemsize < SCATTER_PARALLEL_MIN
+            or F * itemsize < SCATTER_MIN_ROW_BYTES):
+        return S_SERIAL
+    if F * itemsize >= COLS_MIN_BLOCK_BYTES * T:
+        return S_COLS
+    if T >= CSR_MIN_THREADS:
+        return S_CSR
+    return S_ROWS
+
+
+_STRATEGY_NAMES = {v: k for k, v in SCATTER_STRATEGIES.items()}
+# The strategy the last scatter_add_rows call ran (diagnostic, like _seen).
+cdef int _last_strategy = S_AUTO
+
+
+def last_scatter_strategy():
+    """Name of the strategy the last ``scatter_add_rows`` call ran ("auto" before any)."""
+    return _STRATEGY_NAMES[_last_strategy]
+
+
+def scatter_strategy_for(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
+                         int num_threads):
+    """Name of the strategy auto dispatch picks for ``E`` source rows, ``N``
+    destination rows of ``F`` items of ``itemsize`` bytes and a team of ``num_threads``."""
+    cdef int T = num_threads if num_threads > 1 else 1
+    if T > 256:
+        T = 256
+    if E < 0 or N < 0 or F < 0 or itemsize < 1:
+        raise ValueError("scatter_strategy_for: sizes must be >= 0 (itemsize >= 1)")
+    return _STRATEGY_NAMES[_auto_strategy(E, N, F, itemsize, T)]
+
+
+def scatter_dispatch_constants():
+    """``(COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS)``: auto dispatch's fixed cut-overs."""
+    return COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS
+
+
 def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1] out,
                      int num_threads, int strategy=0):
     """out = 0; out[idx[i], :] += src[i, :] (indices pre-validated).
@@ -358,11 +404,13 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
     cdef real* op
     cdef int T = num_threads
     cdef int rc = 0
+    global _last_strategy
     if src.shape[0] != E or out.shape[1] != F:
         raise ValueError("scatter_add_rows: shapes do not match")
     if strategy < 0 or strategy > S_COLS:
         raise ValueError(f"scatter_add_rows: unknown strategy {strategy}")
     _reset_seen()
+    _last_strategy = S_SERIAL
     if N == 0 or F == 0:
         return
     op = &out[0, 0]
@@ -378,17 +426,12 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
     if T > 256:
         T = 256
     if strategy == S_AUTO:
-        if (T == 1 or (E + N) * F * itemsize < SCATTER_PARALLEL_MIN
-                or F * itemsize < SCATTER_MIN_ROW_BYTES):
-            strategy = S_SERIAL
-        elif F * itemsize >= COLS_MIN_BLOCK_BYTES * T:
-            strategy = S_COLS
-        elif T >= CSR_MIN_THREADS:
-            strategy = S_CSR
-        else:
-            strategy = S_ROWS
+        strategy = _auto_strategy(E, N, F, itemsize, T)
+    if T == 1:
+        strategy = S_SERIAL
+    _last_strategy = strategy
     with nogil:
-        if strategy == S_SERIAL or T == 1:
+        if strategy == S_SERIAL:
             _mark_seen()
             _scatter_serial(sp, ip, E, F, op, N)
         elif strategy == S_ROWS:

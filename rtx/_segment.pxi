@@ -7,7 +7,7 @@
 # results are bitwise identical for any thread count.  Columns are processed
 # in blocks of SEG_BLOCK so per-segment state (max, sum) lives on the stack.
 
-from libc.math cimport exp, expf
+from libc.math cimport INFINITY, exp, expf
 
 cdef enum:
     SEG_BLOCK = 64
@@ -399,3 +399,183 @@ def segment_max_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argm
                                &out[0, 0], <int64_t*>&argmax[0, 0], T)
     if rc != 0:
         raise MemoryError("segment_max_backward_csr: out of memory")
+
+
+# ------------------------------------------------- segment softmax by entry order
+# For narrow rows (H * itemsize <= ENTRY_MAX_ROW_BYTES) and a random index, the
+# CSR kernels above touch one cache line per entry at random.  This variant
+# keeps the E-sized arrays sequential and only the N-sized per-segment state
+# (max, sum: small enough to stay cached) random: each thread owns a range of
+# segments (``_row_bounds``), collects its entries in increasing position once,
+# and runs max / exp+sum / scale over them.  Sums run in increasing position
+# per segment, as in the CSR kernels, so both give the same bits for any
+# thread count (the max is order-independent up to the sign of a zero, which
+# exp(s - max) does not see).
+
+# Widest rows (bytes) sent to the entry-order kernels, forward and backward:
+# measured on 2 threads, E = 1e6 random over N = 1e5, float32 (docs/performance.md):
+# H=1 forward 90 vs 176 ms (CSR), backward 60 vs 124 ms; H=8 forward 688 vs 566 ms,
+# backward 94 vs 194 ms.
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_FWD = 16
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_BWD = 32
+
+
+cdef Py_ssize_t _own_entries(const index_t* ip, Py_ssize_t E, Py_ssize_t lo, Py_ssize_t hi,
+                             int64_t* pos) noexcept nogil:
+    """Positions e (increasing) with lo <= ip[e] < hi, written branch-free; returns the count."""
+    cdef Py_ssize_t e
+    cdef Py_ssize_t n = 0
+    cdef uint64_t width = <uint64_t>(hi - lo)
+    for e in range(E):
+        pos[n] = e
+        n += (<uint64_t>(<int64_t>ip[e] - lo)) < width
+    return n
+
+
+cdef void _softmax_entries(const real* sp, const index_t* ip, const int64_t* pos, Py_ssize_t n,
+                           Py_ssize_t H, real* m, real* z, real* yp, Py_ssize_t lo,
+                           Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t k, j, q, r
+    cdef int64_t e
+    cdef real v
+    for k in range(lo * H, hi * H):
+        m[k] = -INFINITY
+        z[k] = 0
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            v = sp[q + j]
+            if v > m[r + j] or v != v:
+                m[r + j] = v
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            v = _exp(sp[q + j] - m[r + j])
+            yp[q + j] = v
+            z[r + j] += v
+    for k in range(lo * H, hi * H):
+        if z[k] != 0:
+            z[k] = 1 / z[k]
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            yp[q + j] *= z[r + j]
+
+
+cdef void _softmax_bwd_entries(const real* yp, const real* gp, const index_t* ip,
+                               const int64_t* pos, Py_ssize_t n, Py_ssize_t H, real* d,
+                               real* op, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t k, j, q, r
+    cdef int64_t e
+    for k in range(lo * H, hi * H):
+        d[k] = 0
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            d[r + j] += gp[q + j] * yp[q + j]
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            op[q + j] = yp[q + j] * (gp[q + j] - d[r + j])
+
+
+cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const index_t* ip,
+                             Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op,
+                             int T) noexcept nogil:
+    """Forward (a = scores) or backward (a = y, b = grad) on T threads."""
+    cdef Py_ssize_t bounds[MAX_KERNEL_THREADS + 1]
+    cdef Py_ssize_t t, n
+    cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
+    cdef int64_t* pos = NULL
+    cdef int64_t* mine
+    if state == NULL:
+        return -1
+    if T > 1:
+        pos = <int64_t*>malloc(<size_t>(T * E) * sizeof(int64_t))
+        if pos == NULL:
+            free(state)
+            return -1
+        _row_bounds(ip, E, N, T, bounds)
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            _mark_seen()
+            mine = pos + t * E
+            n = _own_entries(ip, E, bounds[t], bounds[t + 1], mine)
+            if backward:
+                _softmax_bwd_entries(a, b, ip, mine, n, H, state, op, bounds[t], bounds[t + 1])
+            else:
+                _softmax_entries(a, ip, mine, n, H, state, state + N * H, op,
+                                 bounds[t], bounds[t + 1])
+    else:
+        _mark_seen()
+        pos = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
+        if pos == NULL:
+            free(state)
+            return -1
+        for t in range(E):
+            pos[t] = t
+        if backward:
+            _softmax_bwd_entries(a, b, ip, pos, E, H, state, op, 0, N)
+        else:
+            _softmax_entries(a, ip, pos, E, H, state, state + N * H, op, 0, N)
+    free(pos)
+    free(state)
+    return 0
+
+
+def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint backward):
+    """Whether the entry-order kernel is the faster one for rows of ``H``
+    items of ``itemsize`` bytes on ``num_threads`` (the results are equal).
+    Each of its threads scans every index, so it is for small teams only."""
+    cdef Py_ssize_t limit = ENTRY_MAX_ROW_BYTES_BWD if backward else ENTRY_MAX_ROW_BYTES_FWD
+    return H * itemsize <= limit and num_threads <= 4
+
+
+def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
+                            Py_ssize_t num_segments, real[:, ::1] out, int num_threads):
+    """``segment_softmax_csr`` computed in entry order from the (checked) index
+    itself: no CSR grouping needed, bitwise equal to the CSR kernel."""
+    cdef Py_ssize_t E = scores.shape[0]
+    cdef Py_ssize_t H = scores.shape[1]
+    cdef Py_ssize_t N = num_segments
+    cdef int T, rc
+    if idx.shape[0] != E or out.shape[0] != E or out.shape[1] != H or N < 0:
+        raise ValueError("segment_softmax_entries: shapes do not match")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _softmax_by_entries(False, &scores[0, 0], NULL, &idx[0], E, N, H, &out[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_entries: out of memory")
+
+
+def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] grad,
+                                     const index_t[::1] idx, Py_ssize_t num_segments,
+                                     real[:, ::1] out, int num_threads):
+    """``segment_softmax_backward_csr`` in entry order (bitwise equal)."""
+    cdef Py_ssize_t E = y.shape[0]
+    cdef Py_ssize_t H = y.shape[1]
+    cdef Py_ssize_t N = num_segments
+    cdef int T, rc
+    if (idx.shape[0] != E or grad.shape[0] != E or grad.shape[1] != H or out.shape[0] != E
+            or out.shape[1] != H or N < 0):
+        raise ValueError("segment_softmax_backward_entries: shapes do not match")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _softmax_by_entries(True, &y[0, 0], &grad[0, 0], &idx[0], E, N, H, &out[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_backward_entries: out of memory")

@@ -9,8 +9,16 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
-from .backend._host import contiguous
-from .tensor import SUPPORTED_DTYPES, Tensor, _check_dtype, _shape_arg, float32, int64
+from .backend._host import contiguous, plain_ndarray
+from .tensor import (
+    SUPPORTED_DTYPES,
+    Tensor,
+    _check_dtype,
+    _check_int64,
+    _shape_arg,
+    float32,
+    int64,
+)
 
 
 def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
@@ -18,12 +26,17 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(data, Tensor):
         a = data.numpy()
     elif isinstance(data, np.ndarray):
-        a = data
+        a = plain_ndarray(data, "rtx.tensor")
     else:
         try:
             a = np.asarray(data)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
+        if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
+            _check_int64_range(a)  # Python ints beyond int64 never wrap
+        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
+            # numpy turns [1, 2**63] into float64: find such ints among the values
+            _check_int64_range(np.asarray(data, dtype=object))
         if dtype is None:
             kind = a.dtype.kind
             if kind == "f" or (kind == "O" and _all_numbers(a)):
@@ -48,6 +61,20 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
             "bool (pass dtype= to convert)"
         )
     return a
+
+
+def _all_ints(a: np.ndarray) -> bool:
+    return all(type(v) is int for v in a.reshape(-1).tolist())
+
+
+def _check_int64_range(a: np.ndarray) -> None:
+    """Python ints that numpy kept as uint64 or objects: OverflowError past int64."""
+    for v in a.reshape(-1).tolist():
+        if type(v) is int and not -(2**63) <= v < 2**63:
+            raise OverflowError(
+                f"Python int {v} does not fit in int64 (rtx, like PyTorch, does not wrap "
+                "integers; pass floats, e.g. float(v), for a float tensor)"
+            )
 
 
 def _all_numbers(a: np.ndarray) -> bool:
@@ -76,6 +103,7 @@ def from_numpy(a: np.ndarray) -> Tensor:
     """
     if not isinstance(a, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(a).__name__}")
+    a = plain_ndarray(a, "from_numpy")  # memmap / matrix: a plain view of the same memory
     ad = _backend_state.default_autodiff()
     B = ad.inner
     if (
@@ -102,6 +130,8 @@ def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any) -> 
     if any(d < 0 for d in s):
         raise ValueError(f"negative dimension in shape {s}")
     dt = _check_dtype(float32 if dtype is None else dtype)
+    if type(fill) is int:
+        _check_int64(fill)
     B = ad.inner
     if fill is None:
         value = B.empty(s, dt)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _backend_state
 from .autograd.ops import OPS
-from .backend.index import as_index_array
+from .backend.index import freeze_indices
 from .backend.index_plan import IndexPlan
 from .tensor import MaxResult, Tensor, _check_dim, _operand
 
@@ -160,7 +160,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
-    return ad.apply(OPS["where"], c._value, _operand(a, ad), _operand(b, ad))
+    if c._ad is not ad:
+        raise TypeError("where(): cond lives on a different backend than a / b")
+    # cond passed as a tensor: its version is recorded (the backward reuses the mask)
+    return ad.apply(OPS["where"], c, _operand(a, ad), _operand(b, ad))
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -242,7 +245,7 @@ def _indices(indices: Any, op: str) -> Any:
         return indices  # checked once; the backend reuses it (and its cached grouping)
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    return as_index_array(indices, op)
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def index_select(x: Any, indices: Any) -> Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import threading
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ import numpy as np
 from .autograd.grad_mode import is_grad_enabled
 from .autograd.graph import Node, OutputEdge
 from .autograd.graph import backward as autograd_backward
+from .backend._host import plain_ndarray
 
 if TYPE_CHECKING:
     from .autograd.autodiff import Autodiff
@@ -54,7 +56,7 @@ def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
 class Tensor:
     """An n-dimensional array on a backend, with autograd."""
 
-    __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "__weakref__")
+    __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "_vc", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
 
     _value: Any
@@ -62,6 +64,7 @@ class Tensor:
     _rg: bool
     _node: Node | OutputEdge | None  # OutputEdge: one output of a multi-output Function
     grad: Tensor | None
+    _vc: list[int] | None  # version counter, shared by the tensors that alias one buffer
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with rtx.tensor(), rtx.from_numpy(), rtx.zeros(), ...")
@@ -76,7 +79,15 @@ class Tensor:
         t._rg = requires_grad
         t._node = node
         t.grad = None
+        t._vc = None
         return t
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes rtx made to this tensor's storage (as
+        ``torch.Tensor._version``); shared by the tensors that alias it."""
+        vc = self._vc
+        return 0 if vc is None else vc[0]
 
     # ------------------------------------------------------------ metadata
     @property
@@ -140,7 +151,9 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data, cut from the tape (shares memory on the CPU backend)."""
-        return Tensor._make(self._value, self._ad)
+        t = Tensor._make(self._value, self._ad)
+        t._vc = _counter(self)  # an alias: in-place writes through either are seen by both
+        return t
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate gradients of this tensor into the leaves' ``.grad``.
@@ -336,13 +349,13 @@ class Tensor:
         return self._ad.apply(_OPS["neg"], self)
 
     def exp(self) -> Tensor:
-        return self._ad.apply(_OPS["exp"], self)
+        return self._ad.apply(_OPS["exp"], self._floating())
 
     def log(self) -> Tensor:
-        return self._ad.apply(_OPS["log"], self)
+        return self._ad.apply(_OPS["log"], self._floating())
 
     def sqrt(self) -> Tensor:
-        return self._ad.apply(_OPS["sqrt"], self)
+        return self._ad.apply(_OPS["sqrt"], self._floating())
 
     def abs(self) -> Tensor:
         return self._ad.apply(_OPS["abs"], self)
@@ -354,22 +367,33 @@ class Tensor:
         return self._ad.apply(_OPS["relu"], self)
 
     def leaky_relu(self, negative_slope: float = 0.01) -> Tensor:
-        return self._ad.apply(_OPS["leaky_relu"], self, negative_slope=negative_slope)
+        return self._ad.apply(_OPS["leaky_relu"], self._floating(), negative_slope=negative_slope)
 
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._ad.apply(_OPS["elu"], self, alpha=alpha)
+        return self._ad.apply(_OPS["elu"], self._floating(), alpha=alpha)
 
     def sigmoid(self) -> Tensor:
-        return self._ad.apply(_OPS["sigmoid"], self)
+        return self._ad.apply(_OPS["sigmoid"], self._floating())
 
     def tanh(self) -> Tensor:
-        return self._ad.apply(_OPS["tanh"], self)
+        return self._ad.apply(_OPS["tanh"], self._floating())
+
+    def _floating(self) -> Tensor:
+        """Integer and bool tensors promote to float32 for float-valued ops (as in
+        PyTorch; numpy would compute a bool input at float16 precision)."""
+        return self if self._ad.inner.dtype(self._value).kind == "f" else self.to(float32)
 
     def softmax(self, dim: int = -1) -> Tensor:
-        return self._ad.apply(_OPS["softmax"], self, dim=_check_dim(dim, self.ndim))
+        d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor, as in PyTorch
+            return self.reshape(1).softmax(0).reshape(())
+        return self._ad.apply(_OPS["softmax"], self._floating(), dim=d)
 
     def log_softmax(self, dim: int = -1) -> Tensor:
-        return self._ad.apply(_OPS["log_softmax"], self, dim=_check_dim(dim, self.ndim))
+        d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:
+            return self.reshape(1).log_softmax(0).reshape(())
+        return self._ad.apply(_OPS["log_softmax"], self._floating(), dim=d)
 
     def to(self, dtype: Any) -> Tensor:
         dt = _check_dtype(dtype)
@@ -395,12 +419,32 @@ class Tensor:
         """A copy; on the tape it is the same tensor (gradients flow straight back)."""
         return self._ad.apply(_OPS["copy"], self)
 
+    def is_contiguous(self) -> builtins.bool:
+        """Whether the data are laid out C-contiguously (row-major, no gaps)."""
+        return self._ad.inner.is_contiguous(self._value)
+
     def contiguous(self) -> Tensor:
-        return self
+        """``self`` when contiguous, else a contiguous copy (on the tape the same
+        tensor: its gradient flows straight back, like ``clone``)."""
+        if self._ad.inner.is_contiguous(self._value):
+            return self
+        return self._ad.apply(_OPS["copy"], self)
 
     # ---------------------------------------------------------- reductions
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return self._ad.apply(_OPS["sum"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+
+    def _reduce_checked(self, name: str, dim: Any, keepdim: bool) -> Tensor:
+        """amax / amin: an empty reduced dim has no extremum (ValueError; PyTorch
+        raises IndexError)."""
+        d = _check_dims(dim, self.ndim)
+        shape = self.shape
+        dims = range(len(shape)) if d is None else (d,) if isinstance(d, builtins.int) else d
+        if any(shape[i] == 0 for i in dims) or (d is None and self.numel() == 0):
+            raise ValueError(
+                f"a{name}(): expected reduction dim to have non-zero size, got shape {shape}"
+            )
+        return self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
 
     def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         if self.dtype.kind != "f":
@@ -410,11 +454,18 @@ class Tensor:
         )
 
     def _extremum(self, name: str, dim: Any, keepdim: bool) -> Any:
-        if self.numel() == 0:
-            raise ValueError(f"{name}(): cannot reduce an empty tensor")
         if dim is None:
+            if self.numel() == 0:
+                raise ValueError(f"{name}(): cannot reduce an empty tensor")
             return self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
         d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor: itself, at index 0 (PyTorch)
+            values = self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
+            return MaxResult(values, Tensor._make(self._ad.inner.zeros((), int64), self._ad))
+        if self.shape[d] == 0:
+            raise ValueError(
+                f"{name}(): cannot reduce over dim {d} of size 0 (shape {self.shape})"
+            )
         values = self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
         B = self._ad.inner
         if name == "min" and self.dtype.kind != "f":
@@ -436,15 +487,17 @@ class Tensor:
         return self._extremum("min", dim, keepdim)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["max"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+        return self._reduce_checked("max", dim, keepdim)
 
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["min"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+        return self._reduce_checked("min", dim, keepdim)
 
     def argmax(self, dim: builtins.int | None = None, keepdim: bool = False) -> Tensor:
-        if self.numel() == 0:
-            raise ValueError("argmax(): cannot reduce an empty tensor")
         d = None if dim is None else _check_dim(dim, self.ndim)
+        if d is not None and self.ndim == 0:
+            d = None  # dim 0 / -1 of a 0-d tensor: index 0 (PyTorch)
+        if self.numel() == 0 and (d is None or self.shape[d] == 0):
+            raise ValueError("argmax(): cannot reduce an empty tensor")
         return Tensor._make(self._ad.inner.argmax(self._value, d, keepdim), self._ad)
 
     # --------------------------------------------------------------- shape
@@ -453,7 +506,18 @@ class Tensor:
                                                                           self.numel()))
 
     def view(self, *shape: Any) -> Tensor:
-        return self.reshape(*shape)
+        """A view with a new shape: shares ``self``'s memory, never copies.
+
+        Raises ``ValueError`` (PyTorch: ``RuntimeError``) when the strides do not
+        allow it, e.g. merging the dims of a transposed tensor; ``reshape`` copies then.
+        """
+        new = _resolve_shape(_shape_arg(shape), self.numel())
+        if not self._ad.inner.can_view(self._value, new):
+            raise ValueError(
+                f"view size {new} is not compatible with the input tensor's size {self.shape} "
+                "and stride (at least one dimension spans across two contiguous subspaces); "
+                "use .reshape(...) instead")
+        return self._ad.apply(_OPS["reshape"], self, shape=new)
 
     def flatten(self) -> Tensor:
         return self.reshape(-1)
@@ -494,7 +558,16 @@ class Tensor:
     def expand(self, *shape: Any) -> Tensor:
         s = _shape_arg(shape)
         own = self.shape
-        s = tuple(own[i - (len(s) - len(own))] if x == -1 else x for i, x in enumerate(s))
+        lead = len(s) - len(own)
+        if lead < 0:
+            raise ValueError(f"expand(): the shape {s} has fewer dims than the tensor's {own}")
+        for i, x in enumerate(s):
+            if x < -1 or (x == -1 and i < lead):
+                raise ValueError(
+                    f"expand(): the expanded size {x} isn't allowed in "
+                    + (f"a leading, non-existing dimension {i}" if x == -1 else f"dim {i}")
+                )
+        s = tuple(own[i - lead] if x == -1 else x for i, x in enumerate(s))
         return self.broadcast_to(s)
 
     def broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
@@ -503,7 +576,10 @@ class Tensor:
         return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
 
     def __getitem__(self, key: Any) -> Tensor:
-        return self._ad.apply(_OPS["getitem"], self, key=_host_key(key))
+        k = _host_key(key)
+        if self._rg and is_grad_enabled():
+            k = _snapshot_key(k)  # kept for backward: later writes to it must not matter
+        return self._ad.apply(_OPS["getitem"], self, key=k)
 
     # --------------------------------------------------------------- other
     def matmul(self, o: Any) -> Tensor:
@@ -516,17 +592,77 @@ class Tensor:
             raise NotImplementedError("index_select is implemented along dim 0")
         return index_select(self, indices)
 
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
+        """A leaf copy on the same backend (``copy.deepcopy`` of a model works);
+        the subclass (``Parameter``), ``requires_grad`` and ``.grad`` are kept."""
+        if self._node is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol")
+        t = type(self)._make(self._ad.inner.copy(self._value), self._ad, self._rg)
+        memo[id(self)] = t
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        return t
+
     # ------------------------------------------------- in-place (no tape)
     def _inplace(self, name: str, other: Any) -> Tensor:
-        if self._rg and is_grad_enabled():
-            raise RuntimeError(
-                f"{name}_(): a tensor that requires grad cannot be modified in place "
-                "outside rtx.no_grad()"
-            )
+        """``self op= other`` written into this tensor's buffer (not recorded on
+        the tape); bumps the storage's version counter."""
+        if is_grad_enabled():
+            if self._rg:
+                raise RuntimeError(
+                    f"{name}_(): a tensor that requires grad cannot be modified in place "
+                    "outside rtx.no_grad()"
+                )
+            if isinstance(other, Tensor) and other._rg:
+                raise RuntimeError(
+                    f"{name}_(): the operand requires grad, but in-place ops are not "
+                    "recorded on the tape (its gradient would be lost); write the "
+                    "out-of-place form (a = a + b) or run it inside rtx.no_grad()"
+                )
         o = _operand(other, self._ad)
+        if name in _ARITH:
+            _check_inplace_cast(name, self.dtype, o)
         ov = o._value if isinstance(o, Tensor) else o
-        self._value = self._ad.inner.inplace(name, self._value, ov)
+        B = self._ad.inner
+        if name == "pow":  # computed, then copied in (the backends have no in-place pow)
+            ov, name = B.pow(self._value, ov), "copy"
+            if tuple(B.shape(ov)) != self.shape:
+                raise ValueError(f"pow_(): result shape {tuple(B.shape(ov))} != {self.shape}")
+        self._value = B.inplace(name, self._value, ov)
+        _bump(self)
         return self
+
+    def _augmented(self, name: str, sym: str, other: Any) -> Tensor:
+        """``x op= y``: in place (same object, views see it) unless the update
+        would need the tape; then recorded out of place and the name rebound."""
+        if is_grad_enabled() and (self._rg or (isinstance(other, Tensor) and other._rg)):
+            if self._rg and self._node is None:
+                raise RuntimeError(
+                    f"a leaf tensor that requires grad is being used in an in-place "
+                    f"operation (x {sym}= ...); run it inside rtx.no_grad() (as an "
+                    f"optimiser step does) or write x = x {sym} ..."
+                )
+            return self._bin(name, other)  # recorded on the tape, out of place
+        return self._inplace(name, other)
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return self._augmented("add", "+", o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self._augmented("sub", "-", o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self._augmented("mul", "*", o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self._augmented("div", "/", o)
+
+    def __ipow__(self, o: Any) -> Tensor:
+        return self._augmented("pow", "**", o)
+
+    def pow_(self, other: Any) -> Tensor:
+        return self._inplace("pow", other)
 
     def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
@@ -548,10 +684,32 @@ class Tensor:
         return self._inplace("copy", src)
 
     def zero_(self) -> Tensor:
-        return self._inplace("mul", 0)
+        return self._inplace("fill", 0)  # a fill: NaN and inf become 0 too (not x * 0)
 
     def fill_(self, value: builtins.float) -> Tensor:
         return self._inplace("fill", value)
+
+    # ------------------------------------------------------- copy / pickle
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
+        """A new leaf on the same backend with copied data (and ``grad``), as in PyTorch."""
+        if self._node is not None:
+            raise RuntimeError(
+                "only leaf tensors support deepcopy (as in PyTorch); "
+                "use t.detach().clone() for a copy of a non-leaf"
+            )
+        import copy as _copy
+
+        t = Tensor._make(self._ad.inner.copy(self._value), self._ad, self._rg)
+        memo[id(self)] = t
+        if self.grad is not None:
+            t.grad = _copy.deepcopy(self.grad, memo)
+        return t
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickles as its values, backend class, ``requires_grad`` and ``grad``;
+        unpickled onto the matching backend in use (always the one CPU backend)."""
+        data = np.array(self.numpy(), copy=True)
+        return (_rebuild, (data, type(self._ad.inner), self._rg, self.grad))
 
     # ------------------------------------------------------------- DLPack
     def __dlpack__(
@@ -582,6 +740,20 @@ class Tensor:
 
 
 # ------------------------------------------------------------------ helpers
+def _rebuild(data: np.ndarray, backend_cls: Any, requires_grad: bool, grad: Any) -> Tensor:
+    """Unpickle a tensor (see ``Tensor.__reduce_ex__``)."""
+    from ._backend_state import autodiff_of_class
+
+    ad = autodiff_of_class(backend_cls)
+    B = ad.inner
+    t = Tensor._make(B.copy(B.from_numpy(plain_ndarray(np.asarray(data)))), ad, requires_grad)
+    if grad is not None:
+        if grad._ad is not ad:
+            grad = _rebuild(grad.numpy(), backend_cls, False, None)
+        t.grad = grad
+    return t
+
+
 def _check_dtype(dtype: Any) -> np.dtype:
     try:
         dt = np.dtype(dtype)
@@ -608,12 +780,15 @@ def _check_dim(dim: Any, ndim: int) -> int:
 def _check_dims(dim: Any, ndim: int) -> Any:
     if dim is None:
         return None
+    ds: Any
     if isinstance(dim, (tuple, list)):
         ds = tuple(_check_dim(d, ndim) for d in dim)
         if len(set(ds)) != len(ds):
             raise ValueError(f"dim {tuple(dim)} names a dimension twice")
-        return ds
-    return _check_dim(dim, ndim)
+    else:
+        ds = _check_dim(dim, ndim)
+    # dim 0 / -1 (or (0,)) of a 0-d tensor reduces over nothing: all of it (PyTorch)
+    return None if ndim == 0 else ds
 
 
 def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -629,15 +804,30 @@ def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
     return shape
 
 
+def _host_key_part(k: Any) -> Any:
+    if isinstance(k, Tensor):
+        return k.numpy()
+    if isinstance(k, np.ndarray) and type(k) is not np.ndarray:
+        return plain_ndarray(k, "tensor index")  # a masked index array is refused
+    return k
+
+
+def _snapshot_key(key: Any) -> Any:
+    """Private copies of the index arrays in a (host) key."""
+    if isinstance(key, np.ndarray):
+        return key.copy()
+    if isinstance(key, tuple):
+        return tuple(k.copy() if isinstance(k, np.ndarray) else k for k in key)
+    return key
+
+
 def _host_key(key: Any) -> Any:
     """Tensors inside an index key become numpy arrays."""
-    if isinstance(key, Tensor):
-        return key.numpy()
     if isinstance(key, tuple):
-        return tuple(k.numpy() if isinstance(k, Tensor) else k for k in key)
+        return tuple(_host_key_part(k) for k in key)
     if isinstance(key, list):
         return np.asarray(key)
-    return key
+    return _host_key_part(key)
 
 
 def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
@@ -648,18 +838,74 @@ def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
     return Tensor._make(B.copy(B.from_numpy(a)), ad)
 
 
+def _check_int64(x: int) -> int:
+    if not _I64_MIN <= x <= _I64_MAX:
+        raise OverflowError(
+            f"Python int {x} does not fit in int64 (rtx, like PyTorch, keeps integer "
+            "scalars in 64 bits and never wraps them)"
+        )
+    return x
+
+
 def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
     """A tensor or a Python scalar usable as the other operand of an op."""
     if isinstance(x, Tensor):
         return x
     if scalars:
         if isinstance(x, _scalars):
+            if type(x) is int and not _I64_MIN <= x <= _I64_MAX:
+                _check_int64(x)
             return x
         if isinstance(x, np.generic) and x.dtype.kind in "biuf":
             return x.item()
     if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
         return _as_tensor(x, ad)
     raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")
+
+
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_ARITH = frozenset(("add", "sub", "mul", "div", "pow"))
+_KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
+_TORCH_NAMES = {float32: "Float", float64: "Double", int32: "Int", int64: "Long", bool_: "Bool"}
+_vc_lock = threading.Lock()
+
+
+def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
+    """PyTorch's rule for in-place arithmetic: the result type may not be of a
+    higher kind (bool < integer < float) than the tensor written into."""
+    if isinstance(o, Tensor):  # a higher-kind operand's dtype wins (PyTorch's promotion)
+        res = o.dtype if _KIND_RANK[o.dtype.kind] > _KIND_RANK[dst.kind] else dst
+    elif isinstance(o, builtins.bool):
+        res = dst
+    elif isinstance(o, builtins.int):
+        res = dst if dst.kind != "b" else int64
+    else:  # a Python float
+        res = dst if dst.kind == "f" else float32
+    if name == "div" and res.kind != "f":
+        res = float32
+    if _KIND_RANK[res.kind] > _KIND_RANK[dst.kind]:
+        raise RuntimeError(
+            f"{name}_(): result type {_TORCH_NAMES.get(res, str(res))} can't be cast to the "
+            f"desired output type {_TORCH_NAMES.get(dst, str(dst))}"
+        )
+
+
+def _counter(t: Tensor) -> list[int]:
+    """``t``'s version counter, created on first need."""
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    return vc
+
+
+def _bump(t: Tensor) -> None:
+    """Record one in-place write to ``t``'s storage."""
+    vc = t._vc
+    if vc is None:
+        t._vc = [1]
+        return
+    with _vc_lock:
+        vc[0] += 1
 
 
 def _ops() -> dict[str, Any]:

@@ -12,19 +12,33 @@ import pytest
 
 import rtx
 
-BACKENDS = {
-    "cpu": rtx.CpuBackend,
-    "minimal": rtx.MinimalBackend,
-}
-_extra = [b for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",") if b]
-BACKEND_NAMES = list(BACKENDS) + [b for b in _extra if b not in BACKENDS]
+
+def _fusion_backend() -> rtx.Backend:
+    return rtx.fusion.Fusion(rtx.CpuBackend(), min_elements=0)
+
+
+# The backends under test: names from rtx's backend registry
+# (rtx.backend.register_backend; "package.module:name" imports the module first).
+# RTX_TEST_BACKENDS=cpu,fusion selects them; the default is every backend rtx
+# registers itself (cpu, minimal).  "fusion" (opt-in) is the elementwise-fusing
+# stack over the CPU backend with min_elements=0: it fuses even the small
+# tensors the tests use.
+rtx.backend.register_backend("fusion", _fusion_backend)
+DEFAULT_BACKENDS = ["cpu", "minimal"]
+BACKEND_NAMES = [b.strip() for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",")
+                 if b.strip()] or DEFAULT_BACKENDS
+for _name in BACKEND_NAMES:   # an unknown name fails at collection, naming the known ones
+    try:
+        rtx.backend.create_backend(_name)
+    except (KeyError, ImportError) as _e:
+        raise pytest.UsageError(f"RTX_TEST_BACKENDS: {_e}") from None
 DTYPES = [np.float32, np.float64]
 
 
 @pytest.fixture(params=BACKEND_NAMES)
 def backend(request):
     """Run the test with new tensors created on each backend."""
-    b = BACKENDS[request.param]()
+    b = rtx.backend.create_backend(request.param)
     with rtx.use_backend(b):
         yield b
 

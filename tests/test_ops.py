@@ -1,8 +1,12 @@
-"""The op suite: every op on every backend configuration x dtype against numpy."""
+"""The op suite: every op on every backend configuration x dtype against numpy.
+
+The per-op tables (calls, references, sample domains, bad inputs) come from
+``tests/op_db.py``; the tests here add the cases an entry cannot express."""
 
 from __future__ import annotations
 
 import numpy as np
+import op_db
 import pytest
 from conftest import tol
 
@@ -24,16 +28,8 @@ def check(t, ref, dtype=None):
     np.testing.assert_allclose(got, ref, **tol(dtype or ref.dtype), equal_nan=True)
 
 
-BINARY = {
-    "add": (lambda a, b: a + b, np.add),
-    "sub": (lambda a, b: a - b, np.subtract),
-    "mul": (lambda a, b: a * b, np.multiply),
-    "div": (lambda a, b: a / b, np.true_divide),
-    "maximum": (rtx.maximum, np.maximum),
-    "minimum": (rtx.minimum, np.minimum),
-}
-SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((0, 3), (3,)),
-          ((5,), (1,))]
+BINARY = {op.name: (op.call, op.ref) for op in op_db.ops("binary")}
+SHAPES = op_db.BROADCAST_SHAPES
 
 
 @pytest.mark.parametrize("name", list(BINARY))
@@ -41,11 +37,12 @@ SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), (
 def test_binary_broadcasting(backend, dtype, name, sa, sb):
     a, b = arr(sa, dtype), arr(sb, dtype, 0.5, 2.0)
     f, ref = BINARY[name]
-    check(f(rtx.tensor(a), rtx.tensor(b)), ref(a, b))
-    check(f(rtx.tensor(b), rtx.tensor(a)), ref(b, a))
+    with np.errstate(invalid="ignore"):   # pow: a negative base to a fractional power is nan
+        check(f(rtx.tensor(a), rtx.tensor(b)), ref(a, b))
+        check(f(rtx.tensor(b), rtx.tensor(a)), ref(b, a))
 
 
-@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("name", [op.name for op in op_db.ops("binary") if op.scalar is not None])
 def test_binary_with_python_scalars(backend, dtype, name):
     a = arr((3, 2), dtype, 0.5, 2)
     f, ref = BINARY[name]
@@ -64,28 +61,12 @@ def test_pow(backend, dtype):
     check(rtx.pow(t, 0.5), np.power(a, dtype.type(0.5)))
 
 
-UNARY = {
-    "neg": (lambda t: -t, np.negative),
-    "exp": (rtx.exp, np.exp),
-    "log": (rtx.log, np.log),
-    "sqrt": (rtx.sqrt, np.sqrt),
-    "abs": (rtx.abs, np.abs),
-    "sign": (rtx.sign, np.sign),
-    "relu": (rtx.relu, lambda x: np.maximum(x, 0)),
-    "sigmoid": (rtx.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
-    "tanh": (rtx.tanh, np.tanh),
-    "leaky_relu": (lambda t: rtx.leaky_relu(t, 0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
-    "elu": (lambda t: rtx.elu(t, 1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(x))),
-}
-
-
-@pytest.mark.parametrize("name", list(UNARY))
-@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 0, 3), ()])
+@pytest.mark.parametrize("name", op_db.names("unary"))
+@pytest.mark.parametrize("shape", op_db.UNARY_SHAPES)
 def test_unary(backend, dtype, name, shape):
-    low = 0.1 if name in ("log", "sqrt") else -3.0
-    a = arr(shape, dtype, low, 3.0)
-    f, ref = UNARY[name]
-    check(f(rtx.tensor(a)), np.asarray(ref(a)).astype(dtype))
+    op = op_db.OP_DB[name]
+    a = arr(shape, dtype, *op.domain)
+    check(op.call(rtx.tensor(a)), np.asarray(op.ref(a)).astype(dtype))
 
 
 def test_sign_zero_and_nan(backend, dtype):
@@ -113,14 +94,7 @@ def test_extreme_sigmoid_is_stable(backend, dtype):
     np.testing.assert_array_equal(rtx.sigmoid(rtx.tensor(a)).numpy(), [0.0, 1.0, 0.5])
 
 
-CMP = {
-    "eq": (lambda a, b: a == b, np.equal),
-    "ne": (lambda a, b: a != b, np.not_equal),
-    "lt": (lambda a, b: a < b, np.less),
-    "le": (lambda a, b: a <= b, np.less_equal),
-    "gt": (lambda a, b: a > b, np.greater),
-    "ge": (lambda a, b: a >= b, np.greater_equal),
-}
+CMP = {op.name: (op.call, op.ref) for op in op_db.ops("compare")}
 
 
 @pytest.mark.parametrize("name", list(CMP))
@@ -136,10 +110,10 @@ def test_comparisons(backend, dtype, name):
 
 @pytest.mark.parametrize("dim", [None, 0, 1, -1, (0, 2)])
 @pytest.mark.parametrize("keepdim", [False, True])
-@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("op", op_db.names("reduction"))
 def test_reductions(backend, dtype, dim, keepdim, op):
     a = arr((3, 4, 5), dtype)
-    ref = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min}[op]
+    ref = op_db.OP_DB[op].ref
     got = getattr(rtx.tensor(a), op)(dim, keepdim)
     check(got, ref(a, axis=dim, keepdims=keepdim))
 
@@ -185,21 +159,14 @@ def test_matmul(backend, dtype, sa, sb):
     check(rtx.matmul(a, rtx.tensor(b)), np.matmul(a, b))
 
 
-def test_matmul_shape_mismatch(backend, dtype):
-    with pytest.raises(ValueError, match="align"):
-        rtx.tensor(arr((3, 4), dtype)) @ rtx.tensor(arr((3, 4), dtype))
-
-
 @pytest.mark.parametrize("dim", [0, 1, -1])
-@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("fn", op_db.names("softmax"))
 def test_softmax(backend, dtype, dim, fn):
     a = arr((4, 5), dtype, -30, 30)
     a[0, 0] = 1000.0 if dtype == np.float64 else 80.0  # stability: no overflow
-    m = a.max(axis=dim, keepdims=True)
-    e = np.exp(a - m)
-    sm = e / e.sum(axis=dim, keepdims=True)
-    ref = sm if fn == "softmax" else (a - m) - np.log(e.sum(axis=dim, keepdims=True))
-    got = getattr(rtx, fn)(rtx.tensor(a), dim)
+    op = op_db.OP_DB[fn]
+    ref = op.ref(a, dim)
+    got = op.call(rtx.tensor(a), dim)
     check(got, ref.astype(dtype))
     assert np.isfinite(got.numpy()).all()
 
@@ -303,24 +270,13 @@ def test_ops_do_not_modify_inputs(backend, dtype):
     np.testing.assert_array_equal(b, b0)
 
 
-@pytest.mark.parametrize("bad", [
-    lambda t: t + "x",
-    lambda t: t @ 3,
-    lambda t: t + rtx.tensor(np.ones((4, 5))),
-    lambda t: t.reshape(7),
-    lambda t: rtx.softmax(t, 5),
-    lambda t: t.sum(dim="a"),
-    lambda t: rtx.tensor([[1, 2], [3]]),
-    lambda t: rtx.tensor([1, "a"]),
-    lambda t: rtx.tensor(np.ones(3, np.complex64)),
-    lambda t: rtx.tensor(np.ones(3), dtype=np.float16),
-    lambda t: rtx.zeros(-1, 2),
-])
-def test_bad_input_raises_and_leaves_inputs(backend, dtype, bad):
+@pytest.mark.parametrize("op,case", [(op, e) for _, op, e in op_db.error_inputs()],
+                         ids=[i for i, _, _ in op_db.error_inputs()])
+def test_bad_input_raises_and_leaves_inputs(backend, dtype, op, case):
     a = arr((2, 3), dtype)
     a0 = a.copy()
     t = rtx.from_numpy(a)
-    with pytest.raises((TypeError, ValueError, IndexError)):
-        bad(t)
+    with pytest.raises(case.exc, match=case.match):
+        case.call(t)
     np.testing.assert_array_equal(a, a0)
     np.testing.assert_array_equal(t.numpy(), a0)

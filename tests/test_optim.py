@@ -64,7 +64,7 @@ def test_zero_grad_clears():
 
 
 def test_demo_trains_karate_club(capsys):
-    from rtx.demo import main
+    from rtx.examples.karate import main
 
     acc = main(["--epochs", "80"])
     out = capsys.readouterr().out
@@ -137,8 +137,9 @@ def test_steps_update_parameters_in_place():
     buf = w.numpy()
     for opt in (SGD(m.parameters(), lr=0.1, momentum=0.9), AdamW(m.parameters(), lr=0.1)):
         m(rtx.ones(4, 3)).sum().backward()
-        before = buf.copy()
+        before, version = buf.copy(), w._version
         opt.step()
+        assert w._version > version  # writes went through the in-place methods
         opt.zero_grad()
         assert m.weight is w and w.numpy() is buf  # the same object and the same buffer
         assert not np.array_equal(buf, before)

@@ -265,3 +265,47 @@ def test_property_matches_numpy(E, N, H, seed, op, threads):
         np.testing.assert_allclose(out, np_segment_mean(s, idx, N), rtol=1e-12, atol=1e-14)
     else:
         np.testing.assert_array_equal(out, np_segment_max(s, idx, N)[0])
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("H", [1, 3, 8])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads):
+    """The two forward/backward kernels (chosen by row width) give the same bits."""
+    rng = np.random.default_rng(7)
+    E, N = 3000, 70
+    idx = rng.integers(0, N, E).astype(np.int32)
+    idx[idx == 5] = 6  # an empty segment
+    s = (rng.standard_normal((E, H)) * 20).astype(dtype)
+    s[3, 0] = -np.inf
+    s[idx == 9] = -0.0  # signed zeros: the max's sign must not matter
+    s[np.flatnonzero(idx == 9)[:2]] = 0.0
+    g = rng.standard_normal((E, H)).astype(dtype)
+    plan = rtx.IndexPlan(idx, N)
+    ptr, perm = plan.csr()
+    old = _kernels.set_segment_parallel_min(0)
+    try:
+        a, b = np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_csr(s, perm, ptr, a, threads)
+        _kernels.segment_softmax_entries(s, plan.indices, N, b, threads)
+        np.testing.assert_array_equal(bits(a), bits(b))
+        c, d = np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_backward_csr(a, g, perm, ptr, c, threads)
+        _kernels.segment_softmax_backward_entries(a, g, plan.indices, N, d, threads)
+        np.testing.assert_array_equal(bits(c), bits(d))
+    finally:
+        _kernels.set_segment_parallel_min(old)
+    np.testing.assert_allclose(a, ref_softmax(s, idx, N), rtol=1e-5, atol=1e-7)
+
+
+def test_kernels_reject_mismatched_grouping():
+    s = np.ones((4, 1))
+    out = np.empty_like(s)
+    ptr, perm = rtx.IndexPlan(np.array([0, 1, 1]), 2).csr()
+    with pytest.raises(ValueError):
+        _kernels.segment_softmax_csr(s, perm, ptr, out, 1)
+    with pytest.raises(ValueError):
+        _kernels.segment_softmax_entries(s, np.array([0, 1, 1]), 2, out, 1)
+    arg = np.full((2, 1), 7, np.int64)
+    with pytest.raises(IndexError):
+        _kernels.segment_max_backward_csr(np.ones((2, 1)), arg, perm, ptr, np.empty((3, 1)), 1)

@@ -28,6 +28,21 @@ SITE_DIRS = {Path(p).resolve() for p in (sysconfig.get_paths()["purelib"],
 INSTALLED = PKG.parent in SITE_DIRS
 needs_installed = pytest.mark.skipif(not INSTALLED, reason="rtx is imported from a source tree")
 
+DIST = "rtx-gnn"   # the distribution name (the import name is rtx)
+
+# The source tree the package list is derived from: this checkout, or
+# RTX_SOURCE_TREE (wheels/build.sh runs the tests from a copy outside it).
+SOURCE = Path(os.environ.get("RTX_SOURCE_TREE") or Path(__file__).resolve().parent.parent)
+HAS_SOURCE = (SOURCE / "rtx" / "__init__.py").is_file() and (SOURCE / "pyproject.toml").is_file()
+needs_source = pytest.mark.skipif(not HAS_SOURCE, reason="no rtx source tree to derive from")
+
+
+def source_packages() -> list[str]:
+    """Every package of the source tree: each directory under rtx/ with an __init__.py."""
+    return sorted(".".join(p.parent.relative_to(SOURCE).parts)
+                  for p in (SOURCE / "rtx").rglob("__init__.py"))
+
+
 # Cython's module-level helpers: not API.
 STUBTEST_ALLOWLIST = ["rtx._kernels.__reduce_cython__", "rtx._kernels.__setstate_cython__",
                       "rtx._kernels.__test__"]
@@ -38,6 +53,17 @@ STUBTEST_ALLOWLIST = ["rtx._kernels.__reduce_cython__", "rtx._kernels.__setstate
 def test_runs_against_the_installed_package():
     assert INSTALLED, f"rtx was imported from {PKG}, not from an installation"
     assert not (Path.cwd() / "rtx" / "__init__.py").exists()
+
+
+@needs_source
+def test_every_source_directory_is_a_package():
+    """pyproject finds packages (``packages.find``, no namespace packages): a
+    directory of Python sources without an __init__.py would silently miss the wheel."""
+    for d in (SOURCE / "rtx").rglob("*"):
+        if d.is_dir() and d.name != "__pycache__" and any(d.glob("*.py")):
+            assert (d / "__init__.py").is_file(), f"{d} holds Python files but no __init__.py"
+    pkgs = source_packages()
+    assert "rtx" in pkgs and "rtx.backend" in pkgs and "rtx.examples" in pkgs, pkgs
 
 
 def test_typing_files_ship_with_the_package():
@@ -70,8 +96,8 @@ def test_stubs_match_the_compiled_module(tmp_path):
 
 @needs_installed
 def test_installed_distribution_metadata():
-    meta = metadata.metadata("rtx")
-    assert meta["Name"] == "rtx"
+    meta = metadata.metadata(DIST)
+    assert meta["Name"] == DIST
     assert meta["Version"] == rtx.__version__
     assert meta.get("License-Expression") == "BSD-3-Clause"
     assert "LICENSE" in (meta.get_all("License-File") or [])
@@ -79,21 +105,31 @@ def test_installed_distribution_metadata():
     assert "Typing :: Typed" in classifiers
     assert any(c.startswith("Programming Language :: Python :: 3.1") for c in classifiers)
     assert meta.get_all("Project-URL")
-    assert any(r.startswith("numpy") for r in metadata.requires("rtx") or [])
+    assert any(r.startswith("numpy") for r in metadata.requires(DIST) or [])
+    assert DIST in metadata.packages_distributions()["rtx"]   # import name -> distribution
 
 
 @needs_installed
 def test_installed_files_have_no_build_leftovers():
-    files = [str(f) for f in metadata.files("rtx") or []]
+    files = [str(f) for f in metadata.files(DIST) or []]
     rtx_files = [f for f in files if f.startswith("rtx/")]
     assert any(f.startswith("rtx/_kernels.") and f.endswith((".so", ".pyd")) for f in rtx_files)
     assert "rtx/py.typed" in rtx_files and "rtx/_kernels.pyi" in rtx_files
     leftovers = [f for f in rtx_files if f.endswith((".c", ".o", ".obj", ".pyx", ".pxi", ".pxd"))]
     assert leftovers == [], leftovers
     assert not any(f.startswith(("build/", "tests/", "benchmarks/")) for f in files)
-    # every Python subpackage made it in
-    for sub in ("backend", "autograd", "datasets"):
-        assert f"rtx/{sub}/__init__.py" in rtx_files, sub
+
+
+
+@needs_installed
+@needs_source
+def test_installed_packages_match_the_source_tree():
+    """Every package of the source tree is in the installed distribution, and nothing
+    else: the list is derived from the tree (pyproject's packages.find), not kept by hand."""
+    files = {str(f) for f in metadata.files(DIST) or []}
+    installed = sorted(f[: -len("/__init__.py")].replace("/", ".") for f in files
+                       if f.startswith("rtx/") and f.endswith("/__init__.py"))
+    assert installed == source_packages()
 
 
 @needs_installed

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build rtx's sdist + manylinux wheel locally and test the wheel the way a user gets it.
+# Build rtx's sdist + manylinux wheel (distribution `rtx-gnn`, import name `rtx`) locally
+# and test the wheel the way a user gets it.
 #
 #   1. a CLEAN copy of the committed tree (`git archive $RTX_WHEEL_REF`, default HEAD):
 #      a working tree with stale rtx/_kernels.c or .so files must not leak into the wheel;
@@ -53,13 +54,13 @@ step "python -m build (sdist, then the wheel from the sdist)"
 RTX_OPENMP=1 python -m build --outdir "$WORK/dist" "$WORK/src" > "$WORK/build.log" 2>&1 \
     || { tail -50 "$WORK/build.log"; exit 1; }
 grep -E "^Successfully built" "$WORK/build.log"
-SDIST=$(ls "$WORK"/dist/rtx-*.tar.gz)
-RAW=$(ls "$WORK"/dist/rtx-*.whl)
+SDIST=$(ls "$WORK"/dist/rtx_gnn-*.tar.gz)
+RAW=$(ls "$WORK"/dist/rtx_gnn-*.whl)
 
 step "auditwheel repair"
 # --strip: drop the debug info of Python's default -g (about 3/4 of the wheel's size).
 auditwheel repair --strip -w "$WORK/repaired" "$RAW"
-WHEEL=$(ls "$WORK"/repaired/rtx-*.whl)
+WHEEL=$(ls "$WORK"/repaired/rtx_gnn-*.whl)
 auditwheel show "$WHEEL"
 deactivate
 
@@ -124,7 +125,7 @@ pipq "$WHEEL[test]" mypy ${RTX_WHEEL_EXTRA:-}
 make_rundir "$WORK/run-wheel"
 cd "$WORK/run-wheel"
 check_import
-RTX_TEST_INSTALLED=1 RTX_EXPECT_REPAIRED_WHEEL=1 \
+RTX_TEST_INSTALLED=1 RTX_EXPECT_REPAIRED_WHEEL=1 RTX_SOURCE_TREE="$WORK/src" \
     python -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$WORK/pytest-wheel.log" | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "wheel tests FAILED"; exit 1; }
 python examples/typecheck_example.py
@@ -141,7 +142,7 @@ RTX_OPENMP=1 pipq "$SDIST[test]"
 make_rundir "$WORK/run-sdist"
 cd "$WORK/run-sdist"
 check_import
-RTX_TEST_INSTALLED=1 python -m pytest -q -p no:cacheprovider tests 2>&1 \
+RTX_TEST_INSTALLED=1 RTX_SOURCE_TREE="$WORK/src" python -m pytest -q -p no:cacheprovider tests 2>&1 \
     | tee "$WORK/pytest-sdist.log" | tail -5
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "sdist tests FAILED"; exit 1; }
 python examples/typecheck_example.py

@@ -15,7 +15,7 @@ from typing import Any
 from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
 from .grad_mode import _state
 from .graph import Node
-from .ops import OPS, Op
+from .ops import Op
 
 Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
 
@@ -88,18 +88,68 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            return T._make(out, self, True, Node(op, ctx, tuple(parents)))
-        return T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
+            n = Node(op, ctx, tuple(parents))
+            res = T._make(out, self, True, n)
+            if op.view:
+                _share_counter(self.inner, res, args[0])
+            sv = op.saves
+            if sv:
+                vs = []
+                for i in sv:
+                    t = res if i < 0 else args[i]
+                    if isinstance(t, T):  # (a scalar operand has no buffer)
+                        vc = t._vc
+                        if vc is None:
+                            vc = t._vc = [0]
+                        vs.append((vc, vc[0], i, t._value))
+                if vs:
+                    n.versions = vs
+            elif sv is None:
+                n.versions = _saved_versions(ctx, args, res, T)
+            return res
+        res = T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
+        if op.view:
+            _share_counter(self.inner, res, args[0])
+        return res
 
 
-def _make_method(op: type[Op]) -> Any:
-    def method(self: Autodiff, *args: Any, **attrs: Any) -> Any:
-        return self.apply(op, *args, **attrs)
+def _share_counter(B: Any, out: Any, src: Any) -> None:
+    """``out`` (a view op's result) shares ``src``'s version counter when the
+    backend made it an alias of ``src``'s buffer."""
+    if B.aliases(out._value, src._value):
+        vc = src._vc
+        if vc is None:
+            vc = src._vc = [0]
+        out._vc = vc
 
-    method.__name__ = op.name
-    method.__doc__ = f"Recorded ``{op.name}`` (forward and backward in rtx.autograd.ops)."
-    return method
 
+def _saved_versions(ctx: _Ctx, args: tuple[Any, ...], out: Any, T: Any) -> Any:
+    """``[(counter, version now, input index or -1 for the output, prim)]`` for
+    each input / the output whose buffer the forward saved on ``ctx``, or None.
 
-for _name, _op in OPS.items():
-    setattr(Autodiff, _name, _make_method(_op))
+    Checked before the node's backward runs (graph._check_versions)."""
+    saved = ctx.__dict__.values()
+    res = None
+    for i, a in enumerate(args):
+        if isinstance(a, T):
+            v = a._value
+            for s in saved:
+                if s is v:
+                    vc = a._vc
+                    if vc is None:
+                        vc = a._vc = [0]
+                    if res is None:
+                        res = []
+                    res.append((vc, vc[0], i, v))
+                    break
+    v = out._value
+    for s in saved:
+        if s is v:
+            vc = out._vc
+            if vc is None:
+                vc = out._vc = [0]
+            if res is None:
+                res = []
+            res.append((vc, vc[0], -1, v))
+            break
+    return res

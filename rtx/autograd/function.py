@@ -58,12 +58,15 @@ class FunctionCtx:
         """Keep ``tensors`` (or ``None`` s) for ``backward`` (read them back as
         ``ctx.saved_tensors``)."""
         Tensor = _tensor_cls()
-        saved: list[tuple[Any, Any] | None] = []
+        saved: list[tuple[Any, Any, list[int], int] | None] = []
         for i, t in enumerate(tensors):
             if t is None:
                 saved.append(None)
             elif isinstance(t, Tensor):
-                saved.append((t._value, t._ad))
+                vc = t._vc
+                if vc is None:
+                    vc = t._vc = [0]
+                saved.append((t._value, t._ad, vc, vc[0]))  # version checked in backward
             else:
                 raise TypeError(
                     f"save_for_backward() takes tensors or None, got {type(t).__name__} "
@@ -77,7 +80,15 @@ class FunctionCtx:
         if self._saved is None:
             return ()
         Tensor = _tensor_cls()
-        return tuple(None if s is None else Tensor._make(s[0], s[1]) for s in self._saved)
+        out: list[Any] = []
+        for s in self._saved:
+            if s is None:
+                out.append(None)
+                continue
+            t = Tensor._make(s[0], s[1])
+            t._vc = s[2]  # an alias of what was saved
+            out.append(t)
+        return tuple(out)
 
     def mark_non_differentiable(self, *outputs: Any) -> None:
         """Outputs of ``forward`` that get no gradient (e.g. indices)."""
@@ -158,6 +169,16 @@ class _FunctionOp:
         return tuple(out)
 
 
+def _alias(Tensor: Any, o: Any, ad: Any, node: Any = None) -> Any:
+    """A new tensor over ``o``'s buffer, sharing its version counter."""
+    t = Tensor._make(o._value, ad, node is not None, node)
+    vc = o._vc
+    if vc is None:
+        vc = o._vc = [0]
+    t._vc = vc
+    return t
+
+
 def _sums_to(gshape: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """Whether a gradient of ``gshape`` reduces (un-broadcasts) to ``shape``."""
     if len(gshape) < len(shape):
@@ -222,9 +243,7 @@ class Function:
         ctx._nondiff = set()
         if not track:
             ctx._saved = None
-            res = tuple(
-                Tensor._make(o._value, o._ad) if isinstance(o, Tensor) else o for o in outs
-            )
+            res = tuple(_alias(Tensor, o, o._ad) if isinstance(o, Tensor) else o for o in outs)
             return res[0] if single else res
         node = Node(cls._op, ctx, tuple(parents))
         n = len(outs)
@@ -246,10 +265,13 @@ class Function:
             if diff:
                 out_meta.append((o.shape, o.dtype))
                 target = node if n == 1 else OutputEdge(node, k, n)
-                res_list.append(Tensor._make(o._value, ad, True, target))
+                res_list.append(_alias(Tensor, o, ad, target))
             else:
                 out_meta.append(None)
-                res_list.append(Tensor._make(o._value, ad))
+                res_list.append(_alias(Tensor, o, ad))
         ctx._out_meta = out_meta
+        if ctx._saved:
+            node.versions = [(s[2], s[3], f"its saved tensor {i}", s[0])
+                             for i, s in enumerate(ctx._saved) if s is not None] or None
         res = tuple(res_list)
         return res[0] if single else res

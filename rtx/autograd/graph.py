@@ -24,12 +24,18 @@ copied before it becomes a leaf's ``.grad``.  So an in-place update of one
 from __future__ import annotations
 
 import itertools
+import threading
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
 
+# Guards the read-modify-write of leaves' ``.grad`` so that concurrent
+# backward() calls sharing a leaf all land (the sum of every call's gradient).
+_grad_lock = threading.RLock()
 
 _next_seq = itertools.count().__next__
 
@@ -42,7 +48,7 @@ class Node:
     consumer before what it consumes (a reverse topological order).
     """
 
-    __slots__ = ("op", "ctx", "parents", "released", "seq", "__weakref__")
+    __slots__ = ("op", "ctx", "parents", "released", "seq", "versions", "__weakref__")
 
     def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...]) -> None:
         self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
@@ -50,6 +56,9 @@ class Node:
         self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
         self.released = False
         self.seq = _next_seq()
+        # [(version counter, version at save, input index or -1 = output, prim)] of
+        # the buffers the forward saved, checked before backward (None: none saved)
+        self.versions: list[tuple[list[int], int, Any, Any]] | None = None
 
     def name(self) -> str:
         return getattr(self.op, "name", type(self.op).__name__)
@@ -86,6 +95,22 @@ def _released_error(n: Node) -> RuntimeError:
         "state was freed by the first backward()). Pass retain_graph=True to the first "
         "backward() (or grad()) if you need to go through the graph again."
     )
+
+
+def _check_versions(B: Any, n: Node) -> None:
+    """Raise if a buffer ``n`` saved for backward was modified in place since."""
+    for vc, saved, i, prim in n.versions or ():
+        now = vc[0]
+        if now != saved:
+            what = i if isinstance(i, str) else "its output" if i < 0 else f"its input {i}"
+            dt = np.dtype(B.dtype(prim))
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [rtx.{dt} {list(B.shape(prim))}], {what} saved "
+                f"by {n.name()}Backward, is at version {now}; expected version {saved} "
+                "instead. Hint: do the in-place update (an optimiser step, x.add_(), "
+                "x -= ...) after backward(), or clone() the tensor before modifying it."
+            )
 
 
 def _runs_needed(roots: list[Any], targets: dict[int, Any]) -> set[int]:
@@ -204,8 +229,14 @@ def _engine(
         n = heappop(heap)[1]
         key = id(n)
         g = grads.pop(key)
-        if n.released:
+        ctx = n.ctx  # read once: another thread's backward may release it meanwhile
+        if ctx is None or n.released:
             raise _released_error(n)
+        vs = n.versions
+        if vs is not None:
+            for v in vs:
+                if v[0][0] != v[1]:  # a saved buffer was modified in place since
+                    _check_versions(B, n)
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
@@ -215,7 +246,7 @@ def _engine(
             if key not in needed:
                 continue
         op = n.op
-        in_grads = op.backward(n.ctx, B, g)
+        in_grads = op.backward(ctx, B, g)
         del g
         fresh = op.fresh_grads
         if fresh:
@@ -231,9 +262,10 @@ def _engine(
                 deliver_node(parent, ig, sh)
             else:
                 deliver_slow(parent, ig, sh)
-        del in_grads
+        del in_grads, ctx
         if not retain_graph:
             n.ctx = None
+            n.versions = None  # holds saved buffers too
             n.released = True
     if capture is not None:
         for k, entry in leaf_grads.items():
@@ -264,11 +296,13 @@ def _accumulate(ad: Any, leaf_grads: dict[int, list[Any]]) -> None:
 
     B = ad.inner
     for leaf, g, sh in leaf_grads.values():
-        if leaf.grad is None:
-            leaf.grad = Tensor._make(_leaf_value(B, leaf, g, sh), leaf._ad)
-        else:
-            g = _leaf_value(B, leaf, g, False)
-            leaf.grad = Tensor._make(B.add(leaf.grad._value, g), leaf._ad)
+        with _grad_lock:  # read-modify-write of a shared leaf's .grad
+            old = leaf.grad
+            if old is None:
+                leaf.grad = Tensor._make(_leaf_value(B, leaf, g, sh), leaf._ad)
+            else:
+                g = _leaf_value(B, leaf, g, False)
+                leaf.grad = Tensor._make(B.add(old._value, g), leaf._ad)
 
 
 def _as_list(x: Any) -> list[Any]:

@@ -61,6 +61,11 @@ class Op:
     name = "op"
     differentiable = True
     fresh_grads = False
+    view = False  # True: the result may alias the first input's buffer (a view)
+    # Which buffers the forward saves on ctx (input positions; -1 = the output), for
+    # the version-counter check; None = find out by inspecting ctx (slower).
+    # tests/test_version_counter.py checks each declaration against the inspection.
+    saves: tuple[int, ...] | None = None
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -79,6 +84,7 @@ class Op:
 # --------------------------------------------------------------- arithmetic
 class Add(Op):
     name = "add"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -96,6 +102,7 @@ class Add(Op):
 
 class Sub(Op):
     name = "sub"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -113,6 +120,7 @@ class Sub(Op):
 
 class Mul(Op):
     name = "mul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
@@ -132,6 +140,7 @@ class Mul(Op):
 
 class Div(Op):
     name = "div"
+    saves = (1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -152,6 +161,7 @@ class Div(Op):
 
 class Pow(Op):
     name = "pow"
+    saves = (0, 1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -166,27 +176,36 @@ class Pow(Op):
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:
+            # PyTorch's rule: 0 where the exponent is 0 (so 0**0 gives 0, not 0 * inf)
             if _is_prim(b):
-                da = B.mul(b, B.pow(a, B.sub(b, 1)))
+                da = B.where(B.eq(b, 0), 0, B.mul(b, B.pow(a, B.sub(b, 1))))
             elif b == 0:
                 da = _zeros_like(B, a)
             else:
                 da = B.mul(B.pow(a, b - 1), b)
             ga = unbroadcast(B, B.mul(g, da), tuple(B.shape(a)))
         if nb:
-            # d(a^b)/db = a^b log a, taken as 0 where a == 0 (PyTorch's convention)
+            # d(a^b)/db = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's rule;
+            # 0 ** negative keeps inf * -inf = -inf as PyTorch does)
+            # (b needs a gradient, so it is a primitive here)
             if _is_prim(a):
-                loga = B.log(B.where(B.eq(a, 0), 1, a))
+                zero = B.eq(a, 0)
+                gb = B.mul(g, B.mul(out, B.log(B.where(zero, 1, a))))  # no log(0) warning
+                gb = B.where(zero, B.where(B.lt(b, 0), B.mul(g, -math.inf), 0), gb)
             else:
-                loga = math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
-            gb = unbroadcast(B, B.mul(g, B.mul(out, loga)), tuple(B.shape(b)))
+                loga = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+                gb = B.mul(g, B.mul(out, loga))
+                if a == 0:
+                    gb = B.where(B.ge(b, 0), 0, gb)
+            gb = unbroadcast(B, gb, tuple(B.shape(b)))
         return ga, gb
 
 
 class Maximum(Op):
     name = "maximum"
+    saves = (0, 1)
     fresh_grads = True
-    _pick = "gt"
+    _a_loses, _b_loses = "lt", "gt"
 
     @classmethod
     def forward(cls, ctx, B, a, b):
@@ -195,28 +214,30 @@ class Maximum(Op):
 
     @classmethod
     def backward(cls, ctx, B, g):
-        # Ties split the gradient equally (PyTorch's rule for maximum/minimum).
+        # PyTorch's rule: ties split the gradient equally; an input gets nothing
+        # only where it strictly loses, so where either is NaN both get g.
         a, b = ctx.a, ctx.b
         na, nb = ctx.needs_input_grad
-        win = getattr(B, cls._pick)(a, b)
-        tie = B.eq(a, b)
-        half = B.mul(g, 0.5)
+        gs = B.where(B.eq(a, b), B.mul(g, 0.5), g)
         ga = gb = None
         if na:
-            ga = unbroadcast(B, B.where(win, g, B.where(tie, half, 0)), tuple(B.shape(a)))
+            ga = unbroadcast(B, B.where(getattr(B, cls._a_loses)(a, b), 0, gs),
+                             tuple(B.shape(a)))
         if nb:
-            gb = unbroadcast(B, B.where(win, 0, B.where(tie, half, g)), tuple(B.shape(b)))
+            gb = unbroadcast(B, B.where(getattr(B, cls._b_loses)(a, b), 0, gs),
+                             tuple(B.shape(b)))
         return ga, gb
 
 
 class Minimum(Maximum):
     name = "minimum"
-    _pick = "lt"
+    _a_loses, _b_loses = "gt", "lt"
 
 
 # -------------------------------------------------------------------- unary
 class Neg(Op):
     name = "neg"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -230,6 +251,7 @@ class Neg(Op):
 
 class Exp(Op):
     name = "exp"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -244,6 +266,7 @@ class Exp(Op):
 
 class Log(Op):
     name = "log"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -258,6 +281,7 @@ class Log(Op):
 
 class Sqrt(Op):
     name = "sqrt"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -272,6 +296,7 @@ class Sqrt(Op):
 
 class Abs(Op):
     name = "abs"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -287,6 +312,7 @@ class Abs(Op):
 
 class Sign(Op):
     name = "sign"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -300,6 +326,7 @@ class Sign(Op):
 
 class Relu(Op):
     name = "relu"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -309,11 +336,13 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.where(B.gt(ctx.out, 0), g, 0),)
+        # PyTorch's threshold rule: 0 where out <= 0, else g (a NaN input passes g)
+        return (B.where(B.le(ctx.out, 0), 0, g),)
 
 
 class LeakyRelu(Op):
     name = "leaky_relu"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -328,6 +357,7 @@ class LeakyRelu(Op):
 
 class Elu(Op):
     name = "elu"
+    saves = (0, -1)
     fresh_grads = True
 
     @staticmethod
@@ -338,12 +368,14 @@ class Elu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        # x > 0: 1; else alpha * exp(x) = out + alpha
-        return (B.where(B.gt(ctx.a, 0), g, B.mul(g, B.add(ctx.out, ctx.alpha))),)
+        # x <= 0: alpha * exp(x) = out + alpha; else 1 (so a NaN input passes g, as in
+        # PyTorch's elu_backward)
+        return (B.where(B.le(ctx.a, 0), B.mul(g, B.add(ctx.out, ctx.alpha)), g),)
 
 
 class Sigmoid(Op):
     name = "sigmoid"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -359,6 +391,7 @@ class Sigmoid(Op):
 
 class Tanh(Op):
     name = "tanh"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -374,6 +407,7 @@ class Tanh(Op):
 
 class Softmax(Op):
     name = "softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -393,6 +427,7 @@ class Softmax(Op):
 
 class LogSoftmax(Op):
     name = "log_softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -413,6 +448,7 @@ class Where(Op):
     """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
 
     name = "where"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -433,6 +469,7 @@ class Where(Op):
 
 class Cast(Op):
     name = "cast"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dtype):
@@ -448,6 +485,7 @@ class Copy(Op):
     """A copy keeps the tensor's identity on the tape: its gradient flows straight back."""
 
     name = "copy"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a):
@@ -476,6 +514,7 @@ def _expand_back(B: Any, g: Any, shape: tuple[int, ...], dim: Any, keepdim: bool
 
 class Sum(Op):
     name = "sum"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):
@@ -489,6 +528,7 @@ class Sum(Op):
 
 class Mean(Op):
     name = "mean"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -512,6 +552,7 @@ class Max(Op):
     attain the extremum (PyTorch's rule for ``amax`` and full ``max()``)."""
 
     name = "max"
+    saves = (0, -1)
     fresh_grads = True
     _reduce = "max"
 
@@ -526,7 +567,10 @@ class Max(Op):
         shape = tuple(B.shape(ctx.a))
         kshape = _keepdim_shape(shape, ctx.dim)
         m = B.broadcast_to(B.reshape(ctx.out, kshape), shape)
-        hit = B.cast(B.eq(ctx.a, m), B.dtype(g))
+        a = ctx.a
+        # where the extremum is NaN, the NaN elements share the gradient (PyTorch's
+        # rule for max()/max(dim); NaN == NaN is false, so eq alone would hit none)
+        hit = B.cast(B.where(B.ne(m, m), B.ne(a, a), B.eq(a, m)), B.dtype(g))
         count = B.sum(hit, ctx.dim, keepdim=True)
         share = B.broadcast_to(B.div(B.reshape(g, kshape), count), shape)
         return (B.mul(hit, share),)
@@ -542,6 +586,7 @@ class MatMul(Op):
     """matmul of operands with >= 2 dims (batch dims broadcast)."""
 
     name = "matmul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
@@ -570,6 +615,8 @@ class MatMul(Op):
 # -------------------------------------------------------------------- shape
 class Reshape(Op):
     name = "reshape"
+    saves = ()
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, shape):
@@ -583,6 +630,8 @@ class Reshape(Op):
 
 class Permute(Op):
     name = "permute"
+    saves = ()
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, dims):
@@ -599,6 +648,8 @@ class Permute(Op):
 
 class BroadcastTo(Op):
     name = "broadcast_to"
+    saves = ()
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, shape):
@@ -614,7 +665,9 @@ class GetItem(Op):
     """Basic and advanced indexing; repeated indices accumulate in the backward."""
 
     name = "getitem"
+    saves = ()
     fresh_grads = True
+    view = True
 
     @staticmethod
     def forward(ctx, B, a, key):
@@ -630,6 +683,7 @@ class Concat(Op):
     """``concat(*xs, dim=d)``: the gradient is split back along ``dim``."""
 
     name = "concat"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
@@ -653,6 +707,7 @@ class Concat(Op):
 
 class Stack(Op):
     name = "stack"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
@@ -672,6 +727,7 @@ class IndexSelect(Op):
     """Row gather; its backward is ``index_add`` (the adjoint)."""
 
     name = "index_select"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -689,6 +745,7 @@ class IndexAdd(Op):
     """Row scatter-add; its backward is ``index_select`` (the adjoint)."""
 
     name = "index_add"
+    saves = ()
     fresh_grads = True
 
     @staticmethod

@@ -12,6 +12,29 @@ def contiguous(a: Any, dtype: Any = None) -> np.ndarray:
     return np.require(np.asarray(a, dtype=dtype), requirements="C")
 
 
+def plain_ndarray(a: np.ndarray, what: str = "rtx") -> np.ndarray:
+    """``a`` as a base-class ``numpy.ndarray`` over the same memory.
+
+    numpy subclasses change what operators and reductions mean (``np.matrix``:
+    ``*`` is a matrix product and results stay 2-D; ``np.memmap``: a subclass
+    the kernels' fast paths do not recognise), so every array entering rtx is
+    viewed as a plain ndarray.  ``np.matrix`` keeps its 2-D shape.  A masked
+    array is accepted only when nothing is masked: rtx tensors have no mask,
+    and silently using the hidden values under the mask would be wrong.
+    """
+    if type(a) is np.ndarray:
+        return a
+    if isinstance(a, np.ma.MaskedArray):
+        if np.ma.is_masked(a):
+            raise TypeError(
+                f"{what}: a numpy masked array with masked elements cannot become a tensor "
+                "(rtx tensors have no mask); fill it first (a.filled(value)) or pass "
+                "a.data to use the values under the mask"
+            )
+        a = np.ma.getdata(a)
+    return a.view(np.ndarray)
+
+
 class HostRoundTrip:
     """Mixin: run a numpy function on host copies of primitives."""
 

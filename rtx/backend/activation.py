@@ -43,6 +43,11 @@ def np_log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 
 class ActivationOps(HostRoundTrip):
+    FAMILY = "activation"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "relu", "leaky_relu", "elu", "sigmoid", "tanh", "softmax", "log_softmax",
+    )
+
     def relu(self, a: Any) -> Any:
         return self.maximum(a, 0)  # type: ignore[attr-defined]
 

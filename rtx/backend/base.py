@@ -2,8 +2,8 @@
 
 A backend computes on *primitives* (its own array objects) and is split by op
 family, one mixin per family (``elementwise.py``, ``activation.py``,
-``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``segment.py``,
-``message.py``, ``loss.py``).  Only the
+``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``,
+``segment.py``, ``message.py``).  Only the
 *core* below is abstract: moving data between the backend and the host
 (``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
 ``dtype``).  Every other op has a default body, written against other ops or
@@ -32,11 +32,27 @@ from .shape import ShapeOps
 Prim = Any
 
 
+_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
+           SegmentOps, MessageOps)
+
+
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
               LossOps, SegmentOps, MessageOps, ABC):
-    """Abstract backend.  Subclasses implement the four core methods."""
+    """Abstract backend.  Subclasses implement the four core methods.
+
+    ``FAMILIES`` maps each op family to its op names (each family mixin declares
+    its own ``OPS``; ``creation`` is this class's); ``OPS`` is all of them.  A
+    decorator backend (one that wraps an ``inner`` backend) can forward a whole
+    family by name instead of listing its methods.
+    """
 
     name: str = "backend"
+    FAMILY = "creation"
+    FAMILIES: dict[str, tuple[str, ...]] = {
+        **{m.FAMILY: m.OPS for m in _MIXINS},
+        "creation": ("empty", "zeros", "full", "inplace"),
+    }
+    OPS: tuple[str, ...] = tuple(n for names in FAMILIES.values() for n in names)
 
     # ----------------------------------------------------------------- core
     @abstractmethod
@@ -82,6 +98,11 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
         if tuple(self.shape(new)) != shape:
             raise ValueError(f"in-place {op}: result shape {tuple(self.shape(new))} != {shape}")
         return new if np.dtype(self.dtype(new)) == dt else self.cast(new, dt)
+
+    def aliases(self, view: Prim, base: Prim) -> bool:
+        """Whether ``view`` (a reshape/permute/getitem result) shares ``base``'s
+        buffer, so that an in-place write to one changes the other (default: no)."""
+        return False
 
     def is_prim(self, p: Any) -> bool:
         """Whether ``p`` is one of this backend's primitives (default: not a scalar)."""

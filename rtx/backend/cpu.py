@@ -51,6 +51,22 @@ def own(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``a`` reshaped as a view of the same memory, or None when that needs a copy
+    (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:   # numpy < 2.1: no copy= argument
+        v = a.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return None
+        return v
+
+
 def _norm_dims(dim: Dim, ndim: int) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(ndim))
@@ -98,6 +114,10 @@ class CpuBackend(Backend):
 
     def is_prim(self, p: Any) -> bool:
         return type(p) is _ndarray
+
+    def aliases(self, view: Any, base: Any) -> bool:
+        b = view.base
+        return b is not None and (b is base or b is base.base)
 
     # ------------------------------------------------------------- creation
     def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -312,8 +332,15 @@ class CpuBackend(Backend):
     # ---------------------------------------------------------------- shape
     def reshape(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         if not a.flags.c_contiguous:
-            a = own(a)
+            v = _nocopy_reshape(a, shape)
+            return v if v is not None else own(a).reshape(shape)
         return a.reshape(shape)
+
+    def is_contiguous(self, a: np.ndarray) -> bool:
+        return bool(a.flags.c_contiguous)
+
+    def can_view(self, a: np.ndarray, shape: tuple[int, ...]) -> bool:
+        return bool(a.flags.c_contiguous) or _nocopy_reshape(a, shape) is not None
 
     def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
         return a.transpose(dims)
@@ -377,10 +404,15 @@ class CpuBackend(Backend):
 
     def segment_softmax(self, scores: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = check_segment(scores.shape, scores.dtype, index, num_segments, "segment_softmax")
-        ptr, perm = plan.csr()
         out = empty(scores.shape, scores.dtype)
-        _kernels.segment_softmax_csr(self._rows2d(scores), perm, ptr, self._rows2d(out),
-                                     get_num_threads())
+        s2, o2, T = self._rows2d(scores), self._rows2d(out), get_num_threads()
+        # two kernels with equal bits: by entry order (narrow rows, no grouping
+        # needed) or over the CSR grouping
+        if _kernels.softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            _kernels.segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_csr(s2, perm, ptr, o2, T)
         return out
 
     def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
@@ -388,10 +420,13 @@ class CpuBackend(Backend):
         plan = check_segment(y.shape, y.dtype, index, num_segments, "segment_softmax_backward")
         if grad.shape != y.shape or grad.dtype != y.dtype:
             raise ValueError("segment_softmax_backward(): grad must match y")
-        ptr, perm = plan.csr()
         out = empty(y.shape, y.dtype)
-        _kernels.segment_softmax_backward_csr(self._rows2d(y), self._rows2d(grad), perm, ptr,
-                                              self._rows2d(out), get_num_threads())
+        y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
+        if _kernels.softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            _kernels.segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            _kernels.segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
         return out
 
     def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
@@ -453,14 +488,19 @@ class CpuBackend(Backend):
             raise ValueError("message_passing_backward(): grad has the wrong shape or dtype")
         gx = gw = None
         g2 = self._rows2d(grad)
+        weighted = weight is not None
+        w = self._rows2d(weight) if weighted else _NO_WEIGHT[x.dtype.char]
+        if need_weight and weighted:
+            gw = empty(weight.shape, weight.dtype)
         if need_x:
+            # one pass over the source grouping gives grad_x and grad_weight
             ptr, perm = ei.src.csr()
             gx = empty(x.shape, x.dtype)
-            w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-            _kernels.message_csr(g2, ei.dst.indices, w, weight is not None, perm, ptr,
-                                 self._rows2d(gx), H, get_num_threads())
-        if need_weight and weight is not None:
-            gw = empty(weight.shape, weight.dtype)
+            gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
+            _kernels.message_backward_csr(
+                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                self._rows2d(gx), gw2, H, get_num_threads())
+        elif gw is not None:
             _kernels.sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
                                gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw

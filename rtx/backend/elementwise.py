@@ -15,6 +15,12 @@ def sign_with_nan(x: np.ndarray) -> np.ndarray:
 
 
 class ElementwiseOps(HostRoundTrip):
+    FAMILY = "elementwise"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "exp", "log", "sqrt",
+        "abs", "sign", "eq", "ne", "lt", "le", "gt", "ge", "where", "cast", "copy",
+    )
+
     # arithmetic
     def add(self, a: Any, b: Any) -> Any:
         return self._host(np.add, a, b)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from ._host import HostRoundTrip, plain_ndarray
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
@@ -31,7 +31,7 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
     Never modifies ``indices``; copies only when it must.
     """
     if isinstance(indices, np.ndarray):
-        arr = indices
+        arr = plain_ndarray(indices, f"{op}(): indices")
     elif isinstance(indices, (Sequence, range)) and not isinstance(indices, (str, bytes)):
         if len(indices) == 0:
             arr = np.zeros(0, dtype=np.int64)
@@ -75,6 +75,53 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
     return arr
 
 
+def _index_error(op: str, pos: int, value: int, n: int) -> IndexError:
+    return IndexError(
+        f"{op}(): indices[{pos}] = {value} is out of range for a dimension "
+        f"of size {n} (valid range [0, {n}); negative indices are not wrapped)"
+    )
+
+
+def is_index_snapshot(arr: Any) -> bool:
+    """True for an immutable, rtx-owned index array made by :func:`snapshot`."""
+    from .. import _kernels
+
+    return bool(_kernels.is_index_snapshot(arr))
+
+
+def snapshot(idx: np.ndarray, n: int, op: str) -> np.ndarray:
+    """``idx`` (from :func:`as_index_array`) as a private, immutable copy whose
+    every index is in ``[0, n)``; an existing snapshot is only re-checked.
+
+    The kernels run without the GIL: the bounds check must hold for the memory
+    they read, so it runs on the copy, which no other thread can reach or
+    change (docs/memory-safety.md, "Threads").
+    """
+    from .. import _kernels
+
+    if _kernels.is_index_snapshot(idx):
+        check_bounds(idx, n, op)
+        return idx
+    snap, bad = _kernels.snapshot_indices(idx, min(n, sys.maxsize))
+    if bad >= 0:
+        raise _index_error(op, bad, int(snap[bad]), n)
+    return snap
+
+
+def freeze_indices(indices: Any, op: str) -> np.ndarray:
+    """``indices`` as an immutable snapshot (not yet bounds-checked).
+
+    The public ops call this first: the tape then keeps the very indices the
+    forward used, whatever the caller does to its array afterwards.
+    """
+    from .. import _kernels
+
+    arr = as_index_array(indices, op)
+    if _kernels.is_index_snapshot(arr):
+        return arr
+    return _kernels.snapshot_indices(arr, -1)[0]
+
+
 def check_bounds(idx: np.ndarray, n: int, op: str) -> None:
     """Raise IndexError naming the first index outside ``[0, n)``."""
     from .. import _kernels
@@ -82,10 +129,7 @@ def check_bounds(idx: np.ndarray, n: int, op: str) -> None:
     # int32/int64 indices are all below 2**63 - 1: a larger n changes nothing
     bad = _kernels.first_out_of_bounds(idx, min(n, sys.maxsize))
     if bad >= 0:
-        raise IndexError(
-            f"{op}(): indices[{bad}] = {int(idx[bad])} is out of range for a dimension "
-            f"of size {n} (valid range [0, {n}); negative indices are not wrapped)"
-        )
+        raise _index_error(op, bad, int(idx[bad]), n)
 
 
 def check_num_rows(num_rows: Any) -> int:
@@ -122,8 +166,7 @@ def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
     if isinstance(indices, IndexPlan):
         return _plan_indices(indices, shape[0], None, "index_select")
     idx = as_index_array(indices, "index_select")
-    check_bounds(idx, shape[0], "index_select")
-    return idx
+    return snapshot(idx, shape[0], "index_select")
 
 
 def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any) -> tuple[
@@ -142,7 +185,7 @@ def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any
         raise ValueError(
             f"index_add(): len(indices) = {idx.shape[0]} must equal src.shape[0] = {shape[0]}"
         )
-    check_bounds(idx, n, "index_add")
+    idx = snapshot(idx, n, "index_add")
     row = 1
     for d in shape[1:]:
         row *= d
@@ -158,6 +201,11 @@ def np_index_add(src: np.ndarray, idx: np.ndarray, num_rows: int) -> np.ndarray:
 
 
 class IndexOps(HostRoundTrip):
+    FAMILY = "index"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "index_select", "index_add",
+    )
+
     def index_select(self, x: Any, indices: Any) -> Any:
         idx = check_select(tuple(self.shape(x)), indices)  # type: ignore[attr-defined]
         return self._host(lambda a: np.take(a, idx, axis=0), x)

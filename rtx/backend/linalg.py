@@ -10,5 +10,10 @@ from ._host import HostRoundTrip
 
 
 class LinalgOps(HostRoundTrip):
+    FAMILY = "linalg"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "matmul",
+    )
+
     def matmul(self, a: Any, b: Any) -> Any:
         return self._host(np.matmul, a, b)

@@ -70,7 +70,8 @@ def np_message_passing(x: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
 class MessageOps(HostRoundTrip):
     """Fused message passing and its backward pass."""
 
-    OPS = ("message_passing", "message_passing_backward")
+    FAMILY = "message"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = ("message_passing", "message_passing_backward")
 
     def _check_message(self, x: Any, edge_index: Any, num_nodes: Any,
                        weight: Any) -> tuple[EdgeIndex, int]:

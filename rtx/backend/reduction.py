@@ -12,6 +12,11 @@ Dim = int | tuple[int, ...] | None
 
 
 class ReductionOps(HostRoundTrip):
+    FAMILY = "reduction"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "sum", "mean", "max", "min", "argmax",
+    )
+
     def sum(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
         return self._host(np.sum, a, axis=dim, keepdims=keepdim)
 

@@ -95,7 +95,8 @@ def np_segment_max_backward(g: np.ndarray, arg: np.ndarray, E: int) -> np.ndarra
 class SegmentOps(HostRoundTrip):
     """Segment mean / max / softmax and their backward passes."""
 
-    OPS = ("segment_mean", "segment_mean_backward", "segment_max", "segment_max_backward",
+    FAMILY = "segment"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = ("segment_mean", "segment_mean_backward", "segment_max", "segment_max_backward",
            "segment_softmax", "segment_softmax_backward")
 
     def segment_softmax(self, scores: Any, index: Any, num_segments: int) -> Any:

@@ -18,8 +18,25 @@ def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.nda
 
 
 class ShapeOps(HostRoundTrip):
+    FAMILY = "shape"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = (
+        "reshape", "permute", "broadcast_to", "getitem", "slice_backward", "concat", "stack",
+    )
+
     def reshape(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """``a`` with a new shape: a view of ``a`` when ``can_view`` says so, else a copy."""
         return self._host(np.reshape, a, shape=shape)
+
+    # ---------------------------------------------- layout queries (not ops)
+    def is_contiguous(self, a: Any) -> bool:
+        """Whether ``a`` is laid out C-contiguously.  The default: a backend
+        without strided views holds every primitive contiguously."""
+        return True
+
+    def can_view(self, a: Any, shape: tuple[int, ...]) -> bool:
+        """Whether ``reshape(a, shape)`` returns a view of ``a`` (no copy).  The
+        default: when ``a`` is contiguous (then any shape of the same size is)."""
+        return self.is_contiguous(a)
 
     def permute(self, a: Any, dims: tuple[int, ...]) -> Any:
         return self._host(np.transpose, a, axes=dims)

@@ -16,6 +16,7 @@ run's configuration and per-epoch curves) and, when matplotlib is installed,
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ import numpy as np
 import rtx
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
 
-DEFAULTS = dict(num_papers=20000, epochs=50, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
+DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ class _Progress:
         self.total, self.bar, self.mode = total, None, mode
         if mode in ("auto", "tqdm"):
             try:
-                from tqdm.auto import tqdm
+                tqdm = importlib.import_module("tqdm.auto").tqdm
             except ImportError:
                 if mode == "tqdm":
                     raise

@@ -1,4 +1,5 @@
-"""Side-by-side benchmarks: ``python -m rtx.bench <subcommand> [options]``.
+"""Side-by-side benchmarks: ``python -m benchmarks <subcommand> [options]``
+(or ``python benchmarks/run.py <subcommand>``).
 
 Every subcommand times rtx against the alternatives a user would pick, in one
 process, interleaved (A B C A B C ...), and prints medians and ratios.  Speed
@@ -10,6 +11,7 @@ Adding a benchmark is one function::
     def bench_tape(args: argparse.Namespace) -> int:
         ...
 
+in a module of ``benchmarks/`` that ``benchmarks/run.py`` imports
 and, if it takes options, an ``add_arguments`` callable passed to
 ``subcommand``.  Shared helpers: :func:`interleaved` (medians of interleaved
 runs), :func:`copy_bandwidth` (the machine's copy bandwidth, measured now),
@@ -42,7 +44,7 @@ def subcommand(
     help: str,
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
-    """Register ``fn(args) -> exit code`` as ``python -m rtx.bench <name>``."""
+    """Register ``fn(args) -> exit code`` as ``python -m benchmarks <name>``."""
 
     def deco(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         if name in _COMMANDS:
@@ -54,7 +56,8 @@ def subcommand(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rtx.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help_, _fn, add_args) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_)
@@ -79,7 +82,7 @@ def machine() -> str:
                     break
     except OSError:
         pass
-    from ._threads import _usable_cpus
+    from rtx._threads import _usable_cpus
 
     return (f"{model}, {_usable_cpus()} usable cores, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}, numpy {np.__version__}")
@@ -133,7 +136,7 @@ def copy_bandwidth(nbytes: int, threads: int, repeats: int = 5) -> dict[str, flo
     buffer; ``numpy``: ``np.copyto`` (one thread).  Measured in this process,
     interleaved.
     """
-    from . import _kernels
+    from rtx import _kernels
 
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.zeros(nbytes, dtype=np.uint8)
@@ -247,8 +250,7 @@ def _bench_add(N: int, E: int, F: int, order: str, T: int, repeats: int, torch: 
                scipy_sparse: Any, bw: float, oracle_max: int,
                strategies: bool) -> list[list[str]]:
     import rtx
-
-    from . import _kernels
+    from rtx import _kernels
 
     idx, _, src = _index_data(N, E, F, order, seed=1)
     st = rtx.from_numpy(src)
@@ -309,7 +311,7 @@ def _bench_threshold(T: int, repeats: int) -> int:
     ``SCATTER_MIN_ROW_BYTES`` in rtx/_index.pxi).  Preallocated outputs, so
     only the kernels are compared.
     """
-    from . import _kernels
+    from rtx import _kernels
 
     old = _kernels.get_parallel_thresholds()
     big = 1 << 62
@@ -399,40 +401,6 @@ def bench_index(args: argparse.Namespace) -> int:
     print("written (data + indices) per second.  rtx index_add keeps no grouping cache:")
     print("cold == warm.")
     return 0
-
-
-# -------------------------------------------------------------------- tape benchmark
-def _tape_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ops", type=int, default=100, help="chain length (default 100)")
-    p.add_argument("--size", type=int, default=16, help="operand side (default 16)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--no-torch", action="store_true", help="skip PyTorch even if installed")
-
-
-@subcommand("tape", "autograd tape overhead per op on small tensors, against PyTorch eager",
-            _tape_arguments)
-def bench_tape(args: argparse.Namespace) -> int:
-    """Runs benchmarks/bench_tape.py of the source tree (not shipped in wheels)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_tape.py"
-    if not path.is_file():
-        print(f"the tape benchmark lives in the source tree ({path} not found)", file=sys.stderr)
-        return 2
-    spec = importlib.util.spec_from_file_location("rtx_bench_tape", path)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    print(f"# rtx tape benchmark, {today()}")
-    print(f"# machine: {machine()}")
-    # one thread unless --threads says otherwise: see run()'s docstring
-    mod.run(args.ops, args.size, args.dtype, args.repeats or 200, not args.no_torch,
-            threads=args.threads if args.threads is not None else 1)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 __all__ = ["copy_bandwidth", "interleaved", "machine", "main", "subcommand", "table", "today"]

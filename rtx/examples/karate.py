@@ -1,6 +1,6 @@
 """rtx's main job: message passing and a small graph network trained on the
-built-in karate club graph.  Run with ``rtx-demo`` (installed) or
-``python -m rtx.demo``.
+built-in karate club graph.  Run with ``python -m rtx.examples.karate`` or the
+console script ``rtx-karate`` (``rtx-demo`` is an alias).
 
 It shows what works today: row gather / scatter-add message passing
 (``index_select`` / ``index_add``, the OpenMP kernels), the autograd tape and
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> float:
 
 
 def cli() -> int:
-    """Console entry point ``rtx-demo``."""
+    """Console entry point ``rtx-karate`` (and its alias ``rtx-demo``)."""
     main()
     return 0
 

@@ -1,0 +1,334 @@
+"""The op database: every op declared once, for every test that checks ops.
+
+In the spirit of PyTorch's OpInfo (``torch/testing/_internal/common_methods_invocations.py``):
+one :class:`OpInfo` per op names its rtx call, its numpy reference, where its
+sample inputs come from, its dtypes, whether it is differentiable and
+gradcheck-able, one call on the ``Backend`` interface, and its bad inputs with
+the exception each must raise.  The tests read it:
+
+* ``test_ops.py``       values against ``ref`` on every backend x dtype, bad inputs;
+* ``test_autograd.py``  float64 finite-difference gradchecks of the differentiable ops;
+* ``test_backends.py``  the ``Backend`` defaults against the CPU kernels (``backend_call``);
+* ``test_fuzz.py``      hypothesis fuzzing of the ``fuzz`` ops against ``ref``.
+
+Adding an op to rtx = its kernel, its rule, its Tensor method and ONE entry
+here: the value, gradient, backend-parity and fuzz tests then pick it up by
+``kind``.  (Ops with behaviour beyond an entry's fields -- index ops, shape ops,
+``max(dim)`` -- also keep their own tests.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import rtx
+
+FLOATS = (np.float32, np.float64)
+
+
+@dataclass(frozen=True)
+class ErrorInput:
+    """A bad call (given a float (2, 3) tensor ``t``) and what it must raise."""
+
+    id: str
+    call: Callable[[rtx.Tensor], Any]
+    exc: type[BaseException]
+    match: str | None = None
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """One op.  ``kind`` says which generic tests take it:
+
+    ``unary``     ``call(t)``, ``ref(a)`` elementwise;
+    ``binary``    ``call(a, b)`` with numpy broadcasting, ``ref`` a numpy ufunc;
+    ``compare``   like binary, bool result;
+    ``reduction`` ``getattr(t, name)(dim, keepdim)``, ``ref(a, axis=, keepdims=)``;
+    ``softmax``   ``getattr(rtx, name)(t, dim)``;
+    ``other``     only its backend call / bad inputs / own tests.
+    """
+
+    name: str
+    family: str                      # the Backend family file (elementwise, activation, ...)
+    kind: str = "other"
+    call: Callable[..., Any] | None = None        # the rtx call the value/grad tests make
+    ref: Callable[..., Any] | None = None         # its numpy reference
+    dtypes: tuple[type, ...] = FLOATS
+    domain: tuple[float, float] = (-3.0, 3.0)     # value-test sample range
+    differentiable: bool = True
+    gradcheck: bool = True
+    # gradcheck samples: rnd() keywords (low/high/away); None = tie-free values (distinct())
+    grad_domain: dict[str, float] | None = field(default_factory=dict)
+    # extra gradchecked compositions that exercise this op's rule: name -> (f, rnd kw)
+    grad_variants: dict[str, tuple[Callable[..., Any], dict[str, float]]] = field(
+        default_factory=dict)
+    scalar: float | None = None       # binary: a Python scalar operand (both sides) in tests
+    backend_call: Callable[[Any, Callable[[Any], Any]], Any] | None = None
+    errors: tuple[ErrorInput, ...] = ()
+    # fuzz (tests/test_fuzz.py): take part in the kind's fuzz test, called as
+    # getattr(rtx, name) (unary, binary) or the Tensor method (compare)
+    fuzz: bool = True
+    keeps_int: bool = False           # unary: an int input gives an int result (else float64)
+
+
+# --------------------------------------------------------------- backend samples
+_RNG = np.random.default_rng(1)
+X = _RNG.uniform(0.5, 2.0, (3, 4))
+Y = _RNG.uniform(0.5, 2.0, (4,))
+M = _RNG.uniform(-1, 1, (4, 2))
+IDX = np.array([2, 0, 2], dtype=np.int64)
+X4 = _RNG.uniform(-1, 1, (4, 4))  # one row per segment of IDX over 4 segments
+EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
+W = _RNG.uniform(-1, 1, (4,))
+
+
+def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
+    return B.concat([B.reshape(gx, (12,)), gw], 0)
+
+# value-test broadcasting pairs (binary, compare) and gradcheck pairs
+BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
+                    ((0, 3), (3,)), ((5,), (1,))]
+GRAD_BROADCAST_SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),        # b broadcast
+    ((4,), (3, 4)),        # a broadcast
+    ((2, 1, 4), (3, 1)),   # both broadcast
+    ((3, 1), (1, 4)),
+    ((), (2, 3)),          # 0-d with n-d
+    ((2, 3), ()),
+]
+UNARY_SHAPES = [(5,), (3, 4), (2, 0, 3), ()]
+
+
+def _sigmoid(a: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+def _leaky(slope: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda x: np.where(x > 0, x, slope * x)
+
+
+def _elu(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda x: np.where(x > 0, x, alpha * np.expm1(x))
+
+
+def _softmax_ref(a: np.ndarray, dim: int) -> np.ndarray:
+    e = np.exp(a - a.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def _log_softmax_ref(a: np.ndarray, dim: int) -> np.ndarray:
+    m = a.max(axis=dim, keepdims=True)
+    return (a - m) - np.log(np.exp(a - m).sum(axis=dim, keepdims=True))
+
+
+def _E(id: str, call: Callable[[rtx.Tensor], Any], exc: type[BaseException],
+       match: str | None = None) -> ErrorInput:
+    return ErrorInput(id, call, exc, match)
+
+
+E = "elementwise"
+A = "activation"
+R = "reduction"
+
+OPS: list[OpInfo] = [
+    # ------------------------------------------------------------ elementwise
+    OpInfo("add", E, "binary", lambda a, b: a + b, np.add, scalar=2.0,
+           backend_call=lambda B, f: B.add(f(X), f(Y)),
+           errors=(_E("str", lambda t: t + "x", TypeError),
+                   _E("shape", lambda t: t + rtx.tensor(np.ones((4, 5))), ValueError))),
+    OpInfo("sub", E, "binary", lambda a, b: a - b, np.subtract, scalar=1.5,
+           backend_call=lambda B, f: B.sub(f(X), 2.0)),
+    OpInfo("mul", E, "binary", lambda a, b: a * b, np.multiply, scalar=3.0,
+           grad_variants={"pos": (lambda t: +t * 1.0, {})},
+           backend_call=lambda B, f: B.mul(f(X), f(Y))),
+    OpInfo("div", E, "binary", lambda a, b: a / b, np.true_divide, scalar=4.0,
+           grad_domain={"away": 0.3}, backend_call=lambda B, f: B.div(1.0, f(X))),
+    OpInfo("pow", E, "binary", lambda a, b: a ** b, np.power,
+           grad_domain={"low": 0.3, "high": 2.0},
+           grad_variants={
+               "square": (lambda t: t ** 2, {}),
+               "cube": (lambda t: t ** 3.0, {}),
+               "rsqrt": (lambda t: t ** -0.5, {"low": 0.2, "high": 3.0}),
+               "pow0": (lambda t: t ** 0 + t, {}),
+               "exp2": (lambda t: 2.0 ** t, {}),
+           },
+           backend_call=lambda B, f: B.pow(f(X), f(Y))),
+    OpInfo("maximum", E, "binary", rtx.maximum, np.maximum, scalar=0.25, grad_domain=None,
+           backend_call=lambda B, f: B.maximum(f(X), f(Y))),
+    OpInfo("minimum", E, "binary", rtx.minimum, np.minimum, scalar=0.25, grad_domain=None,
+           backend_call=lambda B, f: B.minimum(f(X), f(Y))),
+    OpInfo("neg", E, "unary", lambda t: -t, np.negative, keeps_int=True,
+           backend_call=lambda B, f: B.neg(f(X))),
+    OpInfo("exp", E, "unary", rtx.exp, np.exp, backend_call=lambda B, f: B.exp(f(X))),
+    OpInfo("log", E, "unary", rtx.log, np.log, domain=(0.1, 3.0),
+           grad_domain={"low": 0.2, "high": 3.0}, backend_call=lambda B, f: B.log(f(X))),
+    OpInfo("sqrt", E, "unary", rtx.sqrt, np.sqrt, domain=(0.1, 3.0),
+           grad_domain={"low": 0.2, "high": 3.0}, backend_call=lambda B, f: B.sqrt(f(X))),
+    OpInfo("abs", E, "unary", rtx.abs, np.abs, keeps_int=True, grad_domain={"away": 0.1},
+           backend_call=lambda B, f: B.abs(f(X - 1))),
+    OpInfo("sign", E, "unary", rtx.sign, np.sign, keeps_int=True, grad_domain={"away": 0.1},
+           backend_call=lambda B, f: B.sign(f(np.array([-1.0, 0.0, 2.0, np.nan])))),
+    OpInfo("eq", E, "compare", lambda a, b: a == b, np.equal, differentiable=False,
+           backend_call=lambda B, f: B.eq(f(X), f(X))),
+    OpInfo("ne", E, "compare", lambda a, b: a != b, np.not_equal, differentiable=False,
+           backend_call=lambda B, f: B.ne(f(X), 1.0)),
+    OpInfo("lt", E, "compare", lambda a, b: a < b, np.less, differentiable=False,
+           backend_call=lambda B, f: B.lt(f(X), f(Y))),
+    OpInfo("le", E, "compare", lambda a, b: a <= b, np.less_equal, differentiable=False,
+           backend_call=lambda B, f: B.le(f(X), f(Y))),
+    OpInfo("gt", E, "compare", lambda a, b: a > b, np.greater, differentiable=False,
+           backend_call=lambda B, f: B.gt(f(X), f(Y))),
+    OpInfo("ge", E, "compare", lambda a, b: a >= b, np.greater_equal, differentiable=False,
+           backend_call=lambda B, f: B.ge(f(X), f(Y))),
+    OpInfo("where", E, backend_call=lambda B, f: B.where(f(X > 1), f(X), f(Y))),
+    OpInfo("cast", E, backend_call=lambda B, f: B.cast(f(X), np.dtype(np.float32))),
+    OpInfo("copy", E, backend_call=lambda B, f: B.copy(f(X))),
+    # ------------------------------------------------------------- activation
+    OpInfo("relu", A, "unary", rtx.relu, lambda a: np.maximum(a, a.dtype.type(0)),
+           keeps_int=True, grad_domain={"away": 0.1},
+           backend_call=lambda B, f: B.relu(f(X - 1))),
+    OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid,
+           backend_call=lambda B, f: B.sigmoid(f(X - 1))),
+    OpInfo("tanh", A, "unary", rtx.tanh, np.tanh, backend_call=lambda B, f: B.tanh(f(X))),
+    # parametrised: fuzzed with their parameters by test_fuzz.test_parametrised_activations
+    OpInfo("leaky_relu", A, "unary", lambda t: rtx.leaky_relu(t, 0.2), _leaky(0.2),
+           grad_domain={"away": 0.1}, fuzz=False,
+           backend_call=lambda B, f: B.leaky_relu(f(X - 1), 0.1)),
+    OpInfo("elu", A, "unary", lambda t: rtx.elu(t, 1.5), _elu(1.5),
+           grad_domain={"away": 0.1}, fuzz=False,
+           backend_call=lambda B, f: B.elu(f(X - 1), 0.5)),
+    OpInfo("softmax", A, "softmax", rtx.softmax, _softmax_ref,
+           backend_call=lambda B, f: B.softmax(f(X), 1),
+           errors=(_E("dim", lambda t: rtx.softmax(t, 5), IndexError),)),
+    OpInfo("log_softmax", A, "softmax", rtx.log_softmax, _log_softmax_ref,
+           backend_call=lambda B, f: B.log_softmax(f(X), 0)),
+    # -------------------------------------------------------------- reduction
+    OpInfo("sum", R, "reduction", ref=np.sum, grad_domain=None,
+           backend_call=lambda B, f: B.sum(f(X), 1, True),
+           errors=(_E("dim", lambda t: t.sum(dim="a"), TypeError),)),
+    OpInfo("mean", R, "reduction", ref=np.mean, grad_domain=None,
+           backend_call=lambda B, f: B.mean(f(X), (0, 1), False)),
+    OpInfo("amax", R, "reduction", ref=np.max, grad_domain=None),
+    OpInfo("amin", R, "reduction", ref=np.min, grad_domain=None),
+    # max/min(dim) return (values, indices); argmax returns indices (own tests)
+    OpInfo("max", R, "reduction_indices", backend_call=lambda B, f: B.max(f(X), 0, False)),
+    OpInfo("min", R, "reduction_indices", backend_call=lambda B, f: B.min(f(X), None, False)),
+    OpInfo("argmax", R, "reduction_indices", differentiable=False,
+           backend_call=lambda B, f: B.argmax(f(X), 1, False)),
+    # ----------------------------------------------------------------- linalg
+    OpInfo("matmul", "linalg", backend_call=lambda B, f: B.matmul(f(X), f(M)),
+           errors=(_E("0-d", lambda t: t @ 3, ValueError),
+                   _E("align", lambda t: t @ t, ValueError, match="align"))),
+    # ------------------------------------------------------------------ shape
+    OpInfo("reshape", "shape", backend_call=lambda B, f: B.reshape(f(X), (2, 6)),
+           errors=(_E("numel", lambda t: t.reshape(7), ValueError),)),
+    OpInfo("permute", "shape", backend_call=lambda B, f: B.permute(f(X), (1, 0))),
+    OpInfo("broadcast_to", "shape", backend_call=lambda B, f: B.broadcast_to(f(Y), (2, 4))),
+    OpInfo("getitem", "shape",
+           backend_call=lambda B, f: B.getitem(f(X), (slice(None), [1, 1]))),
+    OpInfo("slice_backward", "shape",
+           backend_call=lambda B, f: B.slice_backward(f(X[:, :2]), (3, 4),
+                                                      (slice(None), [1, 1]))),
+    OpInfo("concat", "shape", backend_call=lambda B, f: B.concat([f(X), f(X)], 1)),
+    OpInfo("stack", "shape", backend_call=lambda B, f: B.stack([f(X), f(X)], 0)),
+    # ------------------------------------------------------------------ index
+    OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), IDX)),
+    OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), IDX, 5)),
+    # ---------------------------------------------------------------- segment
+    # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
+    OpInfo("segment_softmax", "segment",
+           backend_call=lambda B, f: B.segment_softmax(f(X), IDX, 4)),
+    OpInfo("segment_softmax_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_softmax_backward(
+               B.segment_softmax(f(X), IDX, 4), f(X - 1), IDX, 4)),
+    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), IDX, 4)),
+    OpInfo("segment_mean_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_mean_backward(f(X4), IDX, 4)),
+    OpInfo("segment_max", "segment",
+           backend_call=lambda B, f: B.segment_max(f(X), IDX, 4)[0]),
+    OpInfo("segment_max_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_max_backward(
+               f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3)),
+    # ---------------------------------------------------------------- message
+    OpInfo("message_passing", "message",
+           backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),
+    OpInfo("message_passing_backward", "message", differentiable=False,
+           backend_call=_mp_backward),
+    # ----------------------------------------------------- creation, in-place
+    OpInfo("empty", "creation", differentiable=False,
+           backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),
+    OpInfo("zeros", "creation", differentiable=False,
+           backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64)),
+           errors=(_E("negative", lambda t: rtx.zeros(-1, 2), ValueError),)),
+    OpInfo("full", "creation", differentiable=False,
+           backend_call=lambda B, f: B.full((2,), 3.5, np.dtype(np.float64))),
+    OpInfo("inplace", "creation", differentiable=False,
+           backend_call=lambda B, f: B.inplace("add", f(X), f(Y))),
+    # ------------------------------------------------------------------- loss
+    # the fused rules (values, gradchecks and bad inputs: tests/test_nn_functional.py)
+    OpInfo("cross_entropy", "loss"),
+    OpInfo("nll_loss", "loss"),
+    # the (loss, stats) pair side by side, and the backward rules
+    OpInfo("cross_entropy_forward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.concat(
+               [B.reshape(B.cross_entropy_forward(f(X), IDX)[0], (3, 1)),
+                B.cross_entropy_forward(f(X), IDX)[1]], 1)),
+    OpInfo("cross_entropy_backward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.cross_entropy_backward(
+               f(X), B.cross_entropy_forward(f(X), IDX)[1], IDX,
+               f(np.array([0.5, 0.0, 2.0])))),
+    OpInfo("nll_forward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.nll_forward(f(X), IDX)),
+    OpInfo("nll_backward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.nll_backward(f(np.array([0.5, 0.0, 2.0])), IDX, (3, 4))),
+    OpInfo("tensor", "creation", differentiable=False, errors=(
+        _E("ragged", lambda t: rtx.tensor([[1, 2], [3]]), ValueError),
+        _E("mixed", lambda t: rtx.tensor([1, "a"]), TypeError),
+        _E("complex", lambda t: rtx.tensor(np.ones(3, np.complex64)), TypeError),
+        _E("float16", lambda t: rtx.tensor(np.ones(3), dtype=np.float16), TypeError),
+    )),
+]
+
+OP_DB: dict[str, OpInfo] = {op.name: op for op in OPS}
+assert len(OP_DB) == len(OPS), "an op is declared twice"
+
+
+def ops(kind: str | None = None, *, differentiable: bool | None = None,
+        fuzz: bool | None = None) -> list[OpInfo]:
+    """The entries of ``kind`` (all when None), optionally filtered."""
+    return [op for op in OPS
+            if (kind is None or op.kind == kind)
+            and (differentiable is None or op.differentiable == differentiable)
+            and (fuzz is None or op.fuzz == fuzz)]
+
+
+def names(kind: str | None = None, **filters: Any) -> list[str]:
+    return [op.name for op in ops(kind, **filters)]
+
+
+def gradcheck_ops(kind: str) -> list[OpInfo]:
+    return [op for op in ops(kind, differentiable=True) if op.gradcheck]
+
+
+def error_inputs() -> Iterator[tuple[str, OpInfo, ErrorInput]]:
+    """Every op's bad inputs, as (test id, op, case)."""
+    for op in OPS:
+        for e in op.errors:
+            yield f"{op.name}-{e.id}", op, e
+
+
+def backend_calls() -> dict[str, Callable[[Any, Callable[[Any], Any]], Any]]:
+    """One call per Backend op, by name (the backend-parity table)."""
+    return {op.name: op.backend_call for op in OPS if op.backend_call is not None}
+
+
+def sample(shape: tuple[int, ...], dtype: Any, low: float, high: float,
+           rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [low, high) of ``dtype``: the value tests' sample inputs."""
+    return rng.uniform(low, high, size=shape).astype(dtype)
