@@ -215,6 +215,8 @@ def _op_calls():
         "concat": lambda: rtx.cat([a(), a()]), "stack": lambda: rtx.stack([a(), a()]),
         "index_select": lambda: rtx.index_select(a(), [1, 0, 1]),
         "index_add": lambda: rtx.index_add(a(), [1, 1], 3),
+        "cross_entropy": lambda: rtx.nn.functional.cross_entropy(a(), [0, 1]),
+        "nll_loss": lambda: rtx.nn.functional.nll_loss(a(), [1, 0]),
     }
 
 

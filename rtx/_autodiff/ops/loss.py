@@ -42,6 +42,7 @@ def _row_scale(ctx, B, g):
 class CrossEntropy(Op):
     name = "cross_entropy"
     fresh_grads = True
+    saves = (0, 2)  # the logits and the row weights (checked for in-place writes)
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
@@ -59,6 +60,7 @@ class CrossEntropy(Op):
 class NllLoss(Op):
     name = "nll_loss"
     fresh_grads = True
+    saves = (2,)  # the row weights
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
