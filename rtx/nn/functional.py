@@ -27,6 +27,7 @@ from ..graph_ops import (
 )
 from ..tensor import Tensor, _as_tensor
 
+
 def relu(input: Any) -> Tensor:
     """``max(x, 0)``; the gradient at 0 is 0."""
     return _relu(input)
