@@ -81,7 +81,8 @@ class _Progress:
                 self.mode = "tqdm"
         self.every = max(1, total // 10)
 
-    def update(self, epoch: int, row: dict[str, float]) -> None:
+    def update(self, epoch: float, row: dict[str, float]) -> None:
+        epoch = int(epoch)
         text = (f"loss {row['loss']:.4f}  train {row['train_acc']:.3f}  "
                 f"val {row['val_acc']:.3f}  {row['seconds']:.2f} s/epoch")
         if self.bar is not None:
@@ -257,7 +258,10 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     import rtx.distributed as dist
     from rtx.distributed.hetgat import DistributedHetGAT
 
-    dist.init()
+    try:
+        dist.init()
+    except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
+        raise SystemExit(f"rtx-hetgat --distributed: {exc}") from None
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()
@@ -290,7 +294,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for row, state in run.train(args.epochs, args.lr, args.weight_decay):
             history.append(row)
-            bar.update(row["epoch"], row)
+            bar.update(int(row["epoch"]), row)
             if row["val_acc"] > best["val_acc"]:
                 best = {"epoch": row["epoch"], "val_acc": row["val_acc"], "state": state}
     finally:
