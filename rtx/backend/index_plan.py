@@ -33,7 +33,10 @@ from .index import _index_error, as_index_array
 def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised C-contiguous array in an rtx ``Storage`` (counted by memory_stats)."""
     dt = np.dtype(dtype)
-    storage = _kernels.Storage(math.prod(shape) * dt.itemsize, False)
+    try:
+        storage = _kernels.Storage(math.prod(shape) * dt.itemsize, False)
+    except OverflowError:  # more bytes than a Py_ssize_t holds
+        raise MemoryError(f"rtx: an index grouping of shape {shape} is too large") from None
     return np.ndarray(shape, dt, storage)  # type: ignore[call-overload]
 
 
