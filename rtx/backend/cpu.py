@@ -506,7 +506,8 @@ class CpuBackend(Backend):
         return gx, gw
 
 
-_NO_WEIGHT = {"f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
+_NO_WEIGHT: dict[str, np.ndarray] = {
+    "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
 
 
 def as_plan_checked(index: Any, num_rows: int, grad: np.ndarray, op: str) -> IndexPlan:

@@ -33,8 +33,11 @@ from .index import _index_error, as_index_array
 def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised C-contiguous array in an rtx ``Storage`` (counted by memory_stats)."""
     dt = np.dtype(dtype)
-    storage = _kernels.Storage(math.prod(shape) * dt.itemsize, False)
-    return np.ndarray(shape, dt, storage)  # type: ignore[call-overload]
+    try:
+        storage = _kernels.Storage(math.prod(shape) * dt.itemsize, False)
+    except OverflowError:  # more bytes than a Py_ssize_t holds
+        raise MemoryError(f"rtx: an index grouping of shape {shape} is too large") from None
+    return np.ndarray(shape, dt, storage)  # type: ignore[arg-type]
 
 
 def _check_rows(num_rows: Any, op: str, what: str = "num_rows") -> int:
@@ -62,6 +65,10 @@ class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
     __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "__weakref__")
+    _idx: np.ndarray
+    _num_rows: int
+    _csr: tuple[np.ndarray, np.ndarray] | None
+    _lock: threading.Lock
 
     def __init__(self, indices: Any, num_rows: int, *, _op: str = "IndexPlan") -> None:
         n = _check_rows(num_rows, _op)
@@ -74,7 +81,7 @@ class IndexPlan:
             raise _index_error(_op, bad, int(own[bad]), n)
         self._idx = own
         self._num_rows = n
-        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        self._csr = None
         self._lock = threading.Lock()
 
     @property
@@ -138,6 +145,8 @@ class EdgeIndex:
     """
 
     __slots__ = ("src", "dst", "__weakref__")
+    src: IndexPlan
+    dst: IndexPlan
 
     def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
                  _op: str = "EdgeIndex") -> None:
