@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rtx
 from rtx import _kernels
 from rtx.autograd import gradcheck
-from tests.conftest import tol
 
 
 def bits(a: np.ndarray) -> np.ndarray:

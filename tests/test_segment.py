@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +15,6 @@ import rtx
 from rtx import _kernels
 from rtx.autograd import gradcheck
 from rtx.backend.segment import np_segment_max, np_segment_mean, np_segment_softmax
-from tests.conftest import tol
 
 INDEX_DTYPES = [np.int32, np.int64]
 OPS = ["segment_mean", "segment_max", "segment_softmax"]
