@@ -258,7 +258,10 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     import rtx.distributed as dist
     from rtx.distributed.hetgat import DistributedHetGAT
 
-    dist.init()
+    try:
+        dist.init()
+    except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
+        raise SystemExit(f"rtx-hetgat --distributed: {exc}") from None
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()
@@ -291,7 +294,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for row, state in run.train(args.epochs, args.lr, args.weight_decay):
             history.append(row)
-            bar.update(row["epoch"], row)
+            bar.update(int(row["epoch"]), row)
             if row["val_acc"] > best["val_acc"]:
                 best = {"epoch": row["epoch"], "val_acc": row["val_acc"], "state": state}
     finally:

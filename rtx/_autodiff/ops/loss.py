@@ -41,7 +41,9 @@ def _row_scale(ctx, B, g):
 
 class CrossEntropy(Op):
     name = "cross_entropy"
+    saves = (0, 2)
     fresh_grads = True
+    saves = (0, 2)  # the logits and the row weights (checked for in-place writes)
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
@@ -58,7 +60,9 @@ class CrossEntropy(Op):
 
 class NllLoss(Op):
     name = "nll_loss"
+    saves = (2,)
     fresh_grads = True
+    saves = (2,)  # the row weights
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
