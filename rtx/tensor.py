@@ -592,18 +592,6 @@ class Tensor:
             raise NotImplementedError("index_select is implemented along dim 0")
         return index_select(self, indices)
 
-    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
-        """A leaf copy on the same backend (``copy.deepcopy`` of a model works);
-        the subclass (``Parameter``), ``requires_grad`` and ``.grad`` are kept."""
-        if self._node is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
-                               "support the deepcopy protocol")
-        t = type(self)._make(self._ad.inner.copy(self._value), self._ad, self._rg)
-        memo[id(self)] = t
-        if self.grad is not None:
-            t.grad = self.grad.__deepcopy__(memo)
-        return t
-
     # ------------------------------------------------- in-place (no tape)
     def _inplace(self, name: str, other: Any) -> Tensor:
         """``self op= other`` written into this tensor's buffer (not recorded on
@@ -699,7 +687,8 @@ class Tensor:
             )
         import copy as _copy
 
-        t = Tensor._make(self._ad.inner.copy(self._value), self._ad, self._rg)
+        # type(self): a Parameter stays a Parameter (copy.deepcopy of a model)
+        t = type(self)._make(self._ad.inner.copy(self._value), self._ad, self._rg)
         memo[id(self)] = t
         if self.grad is not None:
             t.grad = _copy.deepcopy(self.grad, memo)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
+from .._autodiff.ops import message as _message_ops  # noqa: F401 - registers message passing
+from .._autodiff.ops import segment as _segment_ops  # noqa: F401 - registers the segment ops
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op

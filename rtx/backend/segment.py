@@ -96,8 +96,10 @@ class SegmentOps(HostRoundTrip):
     """Segment mean / max / softmax and their backward passes."""
 
     FAMILY = "segment"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = ("segment_mean", "segment_mean_backward", "segment_max", "segment_max_backward",
-           "segment_softmax", "segment_softmax_backward")
+    OPS: tuple[str, ...] = (
+        "segment_mean", "segment_mean_backward", "segment_max", "segment_max_backward",
+        "segment_softmax", "segment_softmax_backward",
+    )
 
     def segment_softmax(self, scores: Any, index: Any, num_segments: int) -> Any:
         shape = tuple(self.shape(scores))  # type: ignore[attr-defined]

@@ -81,7 +81,8 @@ class _Progress:
                 self.mode = "tqdm"
         self.every = max(1, total // 10)
 
-    def update(self, epoch: int, row: dict[str, float]) -> None:
+    def update(self, epoch: float, row: dict[str, float]) -> None:
+        epoch = int(epoch)
         text = (f"loss {row['loss']:.4f}  train {row['train_acc']:.3f}  "
                 f"val {row['val_acc']:.3f}  {row['seconds']:.2f} s/epoch")
         if self.bar is not None:

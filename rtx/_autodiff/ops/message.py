@@ -6,7 +6,7 @@ the target grouping serves the forward, the source grouping the backward).
 
 from __future__ import annotations
 
-from rtx.autograd.ops import Op
+from ...autograd.ops import Op
 
 
 class MessagePassing(Op):
@@ -14,6 +14,7 @@ class MessagePassing(Op):
     transpose pass (source grouping), ``grad_weight`` an SDDMM."""
 
     name = "message_passing"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
