@@ -14,8 +14,9 @@ run's configuration and per-epoch curves) and, when matplotlib is installed,
 
 ``mpiexec -n N python -m rtx.examples.hetgat --distributed`` trains over N MPI
 ranks (``pip install "rtx[mpi]"``): each rank owns 1/N of the papers and holds
-their 2-hop neighbourhood; loss and accuracies are the whole graph's, and rank 0
-also prints each rank's memory and epoch time (docs/distributed.md).
+their k-hop in-neighbourhood (k = ``--layers``); loss and accuracies are the
+whole graph's; rank 0 also prints each rank's memory and epoch time
+(docs/distributed.md).
 """
 
 from __future__ import annotations
