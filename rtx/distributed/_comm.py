@@ -160,14 +160,32 @@ def _mark_written(t: Tensor, buf: np.ndarray, zero_copy: bool) -> None:
         t.copy_(buf)
 
 
-def _check_same(comm: Any, t: Tensor, fn: str) -> None:
-    """Every rank passes a tensor of the same shape and dtype (one small allgather)."""
-    mine = (tuple(t.shape), str(t.dtype))
-    sigs = comm.allgather(mine)
-    bad = [r for r, s in enumerate(sigs) if s != sigs[0]]
-    if bad:
-        desc = ", ".join(f"rank {r}: shape {s[0]} {s[1]}" for r, s in enumerate(sigs))
+def _agree(comm: Any, fn: str, tensor: Any, check: Any) -> Any:
+    """Run this rank's argument checks (``check()``: returns what the
+    collective needs, raises ``TypeError`` / ``ValueError`` / ``RuntimeError``),
+    then agree with every other rank in one small allgather of (shape, dtype,
+    error), before any data moves.  So a bad argument on ONE rank raises on
+    every rank (its own exception there, a ``RuntimeError`` naming it on the
+    others) instead of leaving the others blocked in the collective; tensors
+    that differ in shape or dtype across ranks raise ``ValueError`` everywhere."""
+    err: Exception | None = None
+    out = None
+    try:
+        out = check()
+    except (TypeError, ValueError, RuntimeError) as exc:
+        err = exc
+    sig = (tuple(tensor.shape), str(tensor.dtype)) if isinstance(tensor, Tensor) else None
+    msg = None if err is None else f"{type(err).__name__}: {err}"
+    sigs = comm.allgather((sig, msg))
+    if err is not None:
+        raise err
+    for r, (_, m) in enumerate(sigs):
+        if m is not None:
+            raise RuntimeError(f"{fn}: rank {r} gave a bad argument ({m})")
+    if any(s != sigs[0][0] for s, _ in sigs):
+        desc = ", ".join(f"rank {r}: shape {s[0]} {s[1]}" for r, (s, _) in enumerate(sigs))
         raise ValueError(f"{fn}: tensors differ in shape or dtype across ranks ({desc})")
+    return out
 
 
 def _mpi_op(op: str, fn: str) -> Any:
@@ -183,21 +201,24 @@ def all_reduce(tensor: Tensor, op: str = "sum") -> Tensor:
 
     ``op``: ``"sum"``, ``"mean"`` (sum divided by the world size; floating
     tensors only) or ``"max"``.  Every rank must pass a tensor of the same
-    shape and dtype (checked: one small allgather of the shapes per call).
-    Every rank gets the same values.
+    shape and dtype.  Every rank gets the same values.  Arguments are checked
+    on every rank first (one small allgather, see ``_agree``).
     """
     fn = "all_reduce"
-    _check_tensor(tensor, fn)
-    mop = _mpi_op(op, fn)
-    if op == "mean" and tensor.dtype.kind != "f":
-        raise TypeError(f"{fn}: op='mean' needs a floating tensor, got {tensor.dtype}")
-    if tensor.dtype.kind == "b" and op == "sum":
-        raise TypeError(f"{fn}: op='sum' of a bool tensor; use op='max' (logical or)")
-    _writable_check(tensor, fn)
     comm = _comm()
-    buf, zc = _host_buffer(tensor, fn)
-    _check_same(comm, tensor, fn)
     MPI = _import_mpi()
+
+    def check() -> tuple[Any, np.ndarray, bool]:
+        _check_tensor(tensor, fn)
+        mop = _mpi_op(op, fn)
+        if op == "mean" and tensor.dtype.kind != "f":
+            raise TypeError(f"{fn}: op='mean' needs a floating tensor, got {tensor.dtype}")
+        if tensor.dtype.kind == "b" and op == "sum":
+            raise TypeError(f"{fn}: op='sum' of a bool tensor; use op='max' (logical or)")
+        _writable_check(tensor, fn)
+        return (mop, *_host_buffer(tensor, fn))
+
+    mop, buf, zc = _agree(comm, fn, tensor, check)
     comm.Allreduce(MPI.IN_PLACE, buf, op=mop)
     if op == "mean":
         np.divide(buf, comm.Get_size(), out=buf)
@@ -207,16 +228,20 @@ def all_reduce(tensor: Tensor, op: str = "sum") -> Tensor:
 
 def broadcast(tensor: Tensor, root: int = 0) -> Tensor:
     """Overwrite ``tensor`` on every rank with rank ``root``'s values, in place;
-    returns ``tensor``.  Shapes and dtypes must agree across ranks (checked)."""
+    returns ``tensor``.  Shapes and dtypes must agree across ranks; arguments
+    are checked on every rank first (``_agree``)."""
     fn = "broadcast"
-    _check_tensor(tensor, fn)
     comm = _comm()
     size = comm.Get_size()
-    if not isinstance(root, int) or not 0 <= root < size:
-        raise ValueError(f"{fn}: root {root!r} is not a rank of a world of size {size}")
-    _writable_check(tensor, fn)
-    buf, zc = _host_buffer(tensor, fn)
-    _check_same(comm, tensor, fn)
+
+    def check() -> tuple[np.ndarray, bool]:
+        _check_tensor(tensor, fn)
+        if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < size:
+            raise ValueError(f"{fn}: root {root!r} is not a rank of a world of size {size}")
+        _writable_check(tensor, fn)
+        return _host_buffer(tensor, fn)
+
+    buf, zc = _agree(comm, fn, tensor, check)
     comm.Bcast(buf, root=root)
     _mark_written(tensor, buf, zc)
     return tensor
@@ -226,21 +251,27 @@ def all_gather(tensor: Tensor) -> Tensor:
     """Every rank's ``tensor``, stacked: a new tensor of shape
     ``(world_size(), *tensor.shape)`` whose ``[r]`` is rank ``r``'s tensor
     (``list(out)`` gives the per-rank pieces).  Shapes and dtypes must agree
-    across ranks (checked).  On the CPU backend MPI receives straight into
-    the result's buffer."""
+    across ranks; arguments are checked on every rank first (``_agree``).  On
+    the CPU backend MPI sends from the tensor's buffer and receives straight
+    into the result's."""
     fn = "all_gather"
-    _check_tensor(tensor, fn)
     comm = _comm()
-    v = tensor._value
-    if isinstance(v, np.ndarray) and not v.flags.c_contiguous:
-        raise ValueError(
-            f"{fn}: the tensor is not contiguous (shape {tensor.shape}, strides "
-            f"{v.strides}); pass t.contiguous()"
-        )
-    send = v if isinstance(v, np.ndarray) else np.ascontiguousarray(tensor.numpy())
-    _check_same(comm, tensor, fn)
+
+    def check() -> np.ndarray:
+        _check_tensor(tensor, fn)
+        v = tensor._value
+        if isinstance(v, np.ndarray):
+            if not v.flags.c_contiguous:
+                raise ValueError(
+                    f"{fn}: the tensor is not contiguous (shape {tensor.shape}, strides "
+                    f"{v.strides}); pass t.contiguous()"
+                )
+            return v
+        return np.ascontiguousarray(tensor.numpy())
+
+    send = _agree(comm, fn, tensor, check)
     shape = (comm.Get_size(), *tensor.shape)
-    if isinstance(v, np.ndarray):  # CPU backend: receive into an rtx-owned buffer
+    if isinstance(tensor._value, np.ndarray):  # CPU backend: into an rtx-owned buffer
         from ..backend.cpu import empty
 
         recv = empty(shape, tensor.dtype)

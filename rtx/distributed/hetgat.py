@@ -65,6 +65,8 @@ class DistributedHetGAT:
         g = self.local.graph
         self.graph = g
         self.counts = {k: int(getattr(data, f"{k}_mask").sum()) for k in _MASKS}
+        if self.counts["train"] == 0:
+            raise ValueError("DistributedHetGAT: the graph has no training nodes")
         self.idx = {k: np.flatnonzero(getattr(g, f"{k}_mask")) for k in _MASKS}
         self.y_train = tensor(g.y[self.idx["train"]])
         self.x_dict = {nt: tensor(x) for nt, x in g.x_dict.items()}
@@ -107,10 +109,13 @@ class DistributedHetGAT:
         ok = pred == self.graph.y
         return [float(ok[self.idx[k]].sum()) for k in _MASKS]
 
-    def accuracies(self, correct: list[float]) -> dict[str, float]:
-        tot = _allreduce_f64(correct)
+    def _fractions(self, total_correct: Any) -> dict[str, float]:
         return {f"{k}_acc": float(c / self.counts[k]) if self.counts[k] else float("nan")
-                for k, c in zip(_MASKS, tot, strict=True)}
+                for k, c in zip(_MASKS, total_correct, strict=True)}
+
+    def accuracies(self, correct: list[float]) -> dict[str, float]:
+        """Global accuracies from every rank's ``correct()`` counts (all-reduced)."""
+        return self._fractions(_allreduce_f64(correct))
 
     def evaluate(self, state: dict[str, Any] | None = None) -> dict[str, float]:
         """Global accuracies of the current (or of ``state``'s) parameters."""
@@ -122,8 +127,8 @@ class DistributedHetGAT:
         self.model.train()
         return self.accuracies(self.correct(pred))
 
-    def train(self, epochs: int, lr: float, weight_decay: float,
-              on_epoch: Any = None) -> Iterator[tuple[dict[str, float], dict[str, Any]]]:
+    def train(self, epochs: int, lr: float,
+              weight_decay: float) -> Iterator[tuple[dict[str, float], dict[str, Any]]]:
         """Yield ``(row, state)`` after every epoch (rows identical on every rank:
         global loss and accuracies; ``seconds`` is the slowest rank's epoch)."""
         from ..optim import Adam
@@ -142,9 +147,7 @@ class DistributedHetGAT:
             tot = _allreduce_f64([local_sum, *self.correct(pred)])
             slowest = float(_allreduce_f64([secs], op="max")[0])
             row = {"epoch": epoch, "loss": float(tot[0] / self.counts["train"]),
-                   **{f"{k}_acc": float(c / self.counts[k]) if self.counts[k] else float("nan")
-                      for k, c in zip(_MASKS, tot[1:], strict=True)},
-                   "seconds": slowest, "rank_seconds": secs}
+                   **self._fractions(tot[1:]), "seconds": slowest, "rank_seconds": secs}
             yield row, state
 
     def rank_report(self, epoch_seconds: list[float]) -> list[dict[str, Any]]:

@@ -11,6 +11,12 @@ and writes into ``--out DIR``: ``best.npz`` (the best model's state_dict, load
 it with ``rtx.load`` + ``HetGAT.load_state_dict``), ``metrics.json`` (the
 run's configuration and per-epoch curves) and, when matplotlib is installed,
 ``curves.png``.  A seed gives the same run at any thread count.
+
+``mpiexec -n N python -m rtx.examples.hetgat --distributed`` trains over N MPI
+ranks (``pip install "rtx[mpi]"``): each rank owns 1/N of the papers and holds
+their k-hop in-neighbourhood (k = ``--layers``); loss and accuracies are the
+whole graph's; rank 0 also prints each rank's memory and epoch time
+(docs/distributed.md).
 """
 
 from __future__ import annotations

@@ -78,6 +78,26 @@ def test_mismatched_shapes_raise_on_every_rank(world):
     np.testing.assert_array_equal(t.numpy(), 0)  # untouched
 
 
+@pytest.mark.parametrize("call", ["all_reduce", "broadcast", "all_gather"])
+def test_a_bad_argument_on_one_rank_raises_on_every_rank(world, call):
+    """No rank is left blocked in the collective: the faulty rank raises its own
+    error, the others a RuntimeError naming it; nothing is written."""
+    rank, size = world
+    base = rtx.tensor(np.arange(6.0).reshape(2, 3))
+    t = base.T if rank == 1 else rtx.tensor(np.arange(6.0).reshape(3, 2))
+    fn = getattr(dist, call)
+    if rank == 1:
+        with pytest.raises(ValueError, match="not contiguous"):
+            fn(t)
+    else:
+        with pytest.raises(RuntimeError, match="rank 1 gave a bad argument.*not contiguous"):
+            fn(t)
+    np.testing.assert_array_equal(base.numpy(), np.arange(6.0).reshape(2, 3))
+    dist.barrier()  # everyone is still in step
+    ok = dist.all_reduce(rtx.tensor([1.0]))
+    assert ok.item() == size
+
+
 def test_bad_arguments_raise_before_communicating(world):
     rank, size = world
     t = rtx.tensor(np.arange(6.0).reshape(2, 3))
