@@ -6,7 +6,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from .autograd.autodiff import Autodiff
+from ._autodiff.autodiff import Autodiff
 from .backend import Backend, CpuBackend
 
 _autodiffs: dict[int, Autodiff] = {}

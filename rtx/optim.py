@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .autograd.grad_mode import no_grad
+from .autograd import no_grad
 from .tensor import Tensor
 
 

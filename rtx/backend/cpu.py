@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
+from .._kernels import Storage, gather_rows, get_parallel_thresholds, scatter_add_rows
 from .._threads import get_num_threads
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
@@ -32,7 +32,7 @@ def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
     try:
-        storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
+        storage = Storage(math.prod(shape) * dtype.itemsize, zero)
     except OverflowError:  # more bytes than a Py_ssize_t holds
         raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
     # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
@@ -86,7 +86,7 @@ def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int
 def _index_threads(nbytes: int, kind: str) -> int:
     """Team size for an index kernel: 1 below its parallel threshold (where the
     kernel would run serially anyway), so small calls skip get_num_threads()."""
-    if nbytes < _kernels.get_parallel_thresholds()[kind]:
+    if nbytes < get_parallel_thresholds()[kind]:
         return 1
     return get_num_threads()
 
@@ -366,7 +366,7 @@ class CpuBackend(Backend):
             return out
         row = math.prod(x.shape[1:])
         xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
-        _kernels.gather_rows(xc, idx, out.reshape(idx.shape[0], row),
+        gather_rows(xc, idx, out.reshape(idx.shape[0], row),
                              _index_threads(out.nbytes, "gather"))
         return out
 
@@ -381,6 +381,6 @@ class CpuBackend(Backend):
         out = empty((n,) + src.shape[1:], src.dtype)
         row = math.prod(src.shape[1:])
         sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
-        _kernels.scatter_add_rows(sc, idx, out.reshape(n, row),
+        scatter_add_rows(sc, idx, out.reshape(n, row),
                                   _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out

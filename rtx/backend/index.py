@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import first_out_of_bounds
 from ._host import HostRoundTrip, plain_ndarray
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -77,10 +78,8 @@ def as_index_array(indices: Any, op: str) -> np.ndarray:
 
 def check_bounds(idx: np.ndarray, n: int, op: str) -> None:
     """Raise IndexError naming the first index outside ``[0, n)``."""
-    from .. import _kernels
-
     # int32/int64 indices are all below 2**63 - 1: a larger n changes nothing
-    bad = _kernels.first_out_of_bounds(idx, min(n, sys.maxsize))
+    bad = first_out_of_bounds(idx, min(n, sys.maxsize))
     if bad >= 0:
         raise IndexError(
             f"{op}(): indices[{bad}] = {int(idx[bad])} is out of range for a dimension "
