@@ -1,10 +1,18 @@
 """The op rules (forward + backward), one module per family, as in ``rtx/backend/``.
 
-Importing this package registers every rule in ``OPS`` (name -> rule class).
-A family module imports only ``base`` (never ``Tensor``).
+Importing this package imports every module in it, which registers each rule in
+``OPS`` (name -> rule class): a new family is one new file here (``segment.py``,
+``message.py``, ...).  A family module imports only ``.base`` (``Op``, helpers),
+numpy and the standard library: never ``Tensor`` or anything above the engine.
 """
 
-from . import activation, elementwise, index, linalg, loss, reduction, shape  # noqa: F401  (registers the rules)
+import importlib
+import pkgutil
+
 from .base import OPS, Op, unbroadcast
+
+for _mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _mod != "base":
+        importlib.import_module(f"{__name__}.{_mod}")
 
 __all__ = ["OPS", "Op", "unbroadcast"]
