@@ -21,7 +21,7 @@ except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
         ) from _exc
     raise
 
-from . import autograd
+from . import autograd, fusion
 from ._backend_state import get_default_backend, set_default_backend, use_backend
 from ._config import config, show_config
 from ._kernels import (
@@ -95,26 +95,40 @@ from .functional import (
     transpose,
     where,
 )
+from .graph_ops import (
+    EdgeIndex,
+    IndexPlan,
+    message_passing,
+    segment_max,
+    segment_mean,
+    segment_softmax,
+    segment_sum,
+)
 from .serialization import load, save
 from .tensor import Tensor, bool_, float32, float64, int32, int64
 
 bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
 
-# layers and optimisers sit on top of the core (imported last: they use all of it)
+# layers and optimisers sit on top of the core (imported last: they use all of it);
+# `import rtx` alone makes rtx.nn and rtx.optim usable
 from . import nn, optim  # noqa: E402
 
 __all__ = [
     "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
     "__version__", "abs", "add", "arange", "argmax", "autograd", "bool", "cat", "concat",
     "config", "div", "elu", "empty", "empty_cache", "enable_grad", "eq", "exp",
-    "float32", "float64", "from_dlpack", "from_numpy", "full", "ge", "get_cache_limit",
+    "float32", "float64", "from_dlpack", "from_numpy", "full", "fusion", "ge",
+    "get_cache_limit",
     "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
     "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
     "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",
-    "mul", "ne", "neg", "no_grad", "ones", "ones_like", "permute", "pow", "rand", "randn",
+    "mul", "ne", "neg", "no_grad", "ones", "optim", "ones_like", "permute", "pow", "rand", "randn",
     "relu", "reset_peak_memory_stats", "reshape", "set_cache_limit", "set_default_backend",
     "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
     "load", "nn", "optim", "save",
+    # graph-learning primitives (rtx/graph_ops.py)
+    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
+    "segment_softmax", "segment_sum",
 ]

@@ -14,13 +14,33 @@ _local = threading.local()
 _CPU = CpuBackend()
 
 
+_lock = threading.Lock()
+
+
 def autodiff_for(backend: Backend) -> Autodiff:
     """The (unique) Autodiff decorator wrapping ``backend``."""
     ad = _autodiffs.get(id(backend))
     if ad is None or ad.inner is not backend:
-        ad = Autodiff(backend)
-        _autodiffs[id(backend)] = ad
+        with _lock:  # check-then-insert: two threads must not make two decorators
+            ad = _autodiffs.get(id(backend))
+            if ad is None or ad.inner is not backend:
+                ad = Autodiff(backend)
+                _autodiffs[id(backend)] = ad
     return ad
+
+
+def autodiff_of_class(cls: type) -> Autodiff:
+    """For unpickling: the Autodiff of a backend of class ``cls`` -- this thread's
+    default if it is one, the CPU backend for CpuBackend, else the most recently
+    registered instance (a new instance if there is none)."""
+    cur = default_autodiff()
+    if type(cur.inner) is cls:
+        return cur
+    if cls is CpuBackend:
+        return _DEFAULT
+    with _lock:
+        found = [ad for ad in _autodiffs.values() if type(ad.inner) is cls]
+    return found[-1] if found else autodiff_for(cls())
 
 
 _DEFAULT = autodiff_for(_CPU)

@@ -168,8 +168,12 @@ cdef enum:
     kDLBool = 6
 
 # The DLPack version this module produces (1.0: versioned capsules, read-only
-# and is-copied flags).
-DLPACK_VERSION = (1, 0)
+# and is-copied flags).  The export reads the C constants: the module globals
+# are for reading only (a user can rebind them).
+cdef enum:
+    DLPACK_MAJOR = 1
+    DLPACK_MINOR = 0
+DLPACK_VERSION = (DLPACK_MAJOR, DLPACK_MINOR)
 DLPACK_CPU_DEVICE = (1, 0)    # (kDLCPU, device 0)
 
 
@@ -204,6 +208,25 @@ cdef rtx_DLDataType _dl_dtype(dt) except *:
     return out
 
 
+cdef tuple _int_pair(value, str what):
+    """``value`` as a pair of Python ints, or TypeError.
+
+    The extension is built with ``boundscheck=False``: ``value[1]`` on a
+    1-tuple reads past its end, so never index, unpack (which checks the
+    length) and accept only real integers (``operator.index``).
+    """
+    import operator as _op
+    if isinstance(value, (str, bytes, bytearray, dict)):
+        raise TypeError(f"{what} must be a pair of ints, got {value!r}")
+    try:
+        a, b = value
+        if isinstance(a, bool) or isinstance(b, bool):
+            raise TypeError("bools are not ints here")
+        return (_op.index(a), _op.index(b))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be a pair of ints, got {value!r}") from exc
+
+
 cdef object _check_request(stream, max_version, dl_device, copy):
     """Validate ``__dlpack__``'s arguments; return whether to produce a versioned capsule."""
     if stream is not None:
@@ -211,11 +234,8 @@ cdef object _check_request(stream, max_version, dl_device, copy):
             f"rtx tensors live on the CPU: __dlpack__ needs stream=None, got {stream!r}"
         )
     if dl_device is not None:
-        try:
-            dev = (int(dl_device[0]), int(dl_device[1]))
-        except (TypeError, ValueError, IndexError):
-            raise TypeError(f"dl_device must be a (device_type, device_id) pair, got {dl_device!r}")
-        if dev != DLPACK_CPU_DEVICE:
+        dev = _int_pair(dl_device, "dl_device (device_type, device_id)")
+        if dev != (kDLCPU, 0):
             raise BufferError(
                 f"rtx can export to the CPU only (dl_device (1, 0)), requested {dl_device!r}"
             )
@@ -223,11 +243,7 @@ cdef object _check_request(stream, max_version, dl_device, copy):
         raise TypeError(f"copy must be True, False or None, got {copy!r}")
     if max_version is None:
         return False
-    try:
-        major = int(max_version[0])
-        int(max_version[1])
-    except (TypeError, ValueError, IndexError):
-        raise TypeError(f"max_version must be a (major, minor) pair, got {max_version!r}")
+    major, _minor = _int_pair(max_version, "max_version (major, minor)")
     return major >= 1
 
 
@@ -300,8 +316,8 @@ def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
         mv = <rtx_DLManagedTensorVersioned*>malloc(head + 2 * <size_t>ndim * sizeof(int64_t))
         if mv == NULL:
             raise MemoryError("rtx: cannot allocate a DLPack tensor descriptor")
-        mv.version.major = DLPACK_VERSION[0]
-        mv.version.minor = DLPACK_VERSION[1]
+        mv.version.major = DLPACK_MAJOR
+        mv.version.minor = DLPACK_MINOR
         if ro:
             flags |= RTX_DLPACK_FLAG_READ_ONLY
         if copied:

@@ -20,20 +20,6 @@
 #   COLS  each thread owns a block of feature columns for every row.  Balanced
 #         for any index distribution; chosen for wide rows.
 
-from cython.parallel cimport parallel
-
-from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset
-
-ctypedef fused real:
-    float
-    double
-
-ctypedef fused index_t:
-    int32_t
-    int64_t
-
 # Bytes moved below which a kernel stays on one thread: waking the OpenMP team
 # and joining it costs a few microseconds, and below these sizes the serial
 # loop finishes sooner.  Measured with ``python -m rtx.bench index
@@ -55,27 +41,6 @@ cdef int CSR_MIN_THREADS = 8
 # Bytes of a thread's column block from which COLS replaces ROWS.
 cdef Py_ssize_t COLS_MIN_BLOCK_BYTES = 4096
 
-# Which OpenMP thread ids ran the last gather/scatter call (diagnostic: tests
-# prove parallelism with it instead of timing).  Not meaningful when several
-# Python threads call kernels at once.
-cdef unsigned char _seen[256]
-
-
-cdef inline void _reset_seen() noexcept nogil:
-    memset(_seen, 0, sizeof(_seen))
-
-
-cdef inline void _mark_seen() noexcept nogil:
-    cdef int tid = rtx_omp_thread_num()
-    if 0 <= tid < 256:
-        _seen[tid] = 1
-
-
-def last_kernel_thread_ids():
-    """Sorted OpenMP thread ids that worked in the last gather/scatter kernel call."""
-    return [i for i in range(256) if _seen[i]]
-
-
 SCATTER_STRATEGIES = {"auto": 0, "serial": 1, "rows": 2, "csr": 3, "cols": 4}
 cdef enum:
     S_AUTO = 0
@@ -86,53 +51,9 @@ cdef enum:
     MAX_SAMPLE_BUCKETS = 1024
     SAMPLE_SIZE = 8192
     COMPACT_BLOCK = 2048
-    PREFETCH_AHEAD = 4
-
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
-    #else
-    #define rtx_prefetch(p) ((void)0)
-    #endif
-    /* Prefetch a whole row (up to 2 KiB of it), one request per cache line. */
-    static inline void rtx_prefetch_row(const void* p, size_t nbytes) {
-        const char* c = (const char*)p;
-        size_t off;
-        if (nbytes > 2048) nbytes = 2048;
-        for (off = 0; off < nbytes; off += 64) rtx_prefetch(c + off);
-    }
-    #if defined(__SSE2__) || defined(_M_X64)
-    #include <emmintrin.h>
-    #define RTX_HAVE_STREAM 1
-    /* n bytes, dst 16-byte aligned, n a multiple of 16: non-temporal stores
-       (no read-for-ownership of the destination, no cache pollution). */
-    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
-        __m128i* d = (__m128i*)dst;
-        const __m128i* s = (const __m128i*)src;
-        size_t i, m = n / 16;
-        for (i = 0; i + 4 <= m; i += 4) {
-            __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
-            __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
-            _mm_stream_si128(d + i, a); _mm_stream_si128(d + i + 1, b);
-            _mm_stream_si128(d + i + 2, c); _mm_stream_si128(d + i + 3, e);
-        }
-        for (; i < m; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
-    }
-    static inline void rtx_store_fence(void) { _mm_sfence(); }
-    #else
-    #define RTX_HAVE_STREAM 0
-    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
-        memcpy(dst, src, n);
-    }
-    static inline void rtx_store_fence(void) {}
-    #endif
-    """
-    void rtx_prefetch(const void* p) noexcept nogil
-    void rtx_prefetch_row(const void* p, size_t nbytes) noexcept nogil
-    int RTX_HAVE_STREAM
-    void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil
-    void rtx_store_fence() noexcept nogil
+    # Source rows prefetched ahead by the CSR reduction (its reads are all
+    # random, so it wants more misses in flight than the gather).
+    CSR_PREFETCH_AHEAD = 16
 
 
 def set_gather_stream_min(Py_ssize_t nbytes):
@@ -162,8 +83,9 @@ def set_parallel_thresholds(gather=None, scatter=None, scatter_min_row_bytes=Non
     old = get_parallel_thresholds()
     for name, v in (("gather", gather), ("scatter", scatter),
                     ("scatter_min_row_bytes", scatter_min_row_bytes)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ValueError(f"{name} threshold must be an int >= 0, got {v!r}")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0
+                              or v > MAX_STORAGE_BYTES):
+            raise ValueError(f"{name} threshold must be an int in [0, 2**62], got {v!r}")
     if gather is not None:
         GATHER_PARALLEL_MIN = gather
     if scatter is not None:
@@ -204,17 +126,6 @@ def first_out_of_bounds(const index_t[::1] idx, Py_ssize_t n):
 
 
 # ------------------------------------------------------------------- gather
-cdef inline void _copy_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
-    cdef Py_ssize_t j
-    if F == 1:
-        dst[0] = src[0]
-    elif F * sizeof(real) <= 128:
-        for j in range(F):
-            dst[j] = src[j]
-    else:
-        memcpy(dst, src, <size_t>F * sizeof(real))
-
-
 cdef void _gather_block(const real* xp, const index_t* ip, real* op,
                         Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t F, bint stream) noexcept nogil:
     cdef Py_ssize_t i
@@ -260,6 +171,8 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     T = num_threads
     if T > E:
         T = E
+    if T > 256:
+        T = 256
     # Outputs much larger than the caches are written with non-temporal
     # stores: no read-for-ownership of the destination lines.
     stream = (RTX_HAVE_STREAM and E * F * <Py_ssize_t>sizeof(real) >= GATHER_STREAM_MIN
@@ -286,12 +199,6 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
 
 
 # -------------------------------------------------------------- scatter-add
-cdef inline void _add_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
-    cdef Py_ssize_t j
-    for j in range(F):
-        dst[j] += src[j]
-
-
 cdef void _scatter_serial(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
                           real* op, Py_ssize_t N) noexcept nogil:
     cdef Py_ssize_t i
@@ -411,55 +318,72 @@ cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, P
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
-            if k + PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(sp + perm[k + PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch_row(sp + perm[k + CSR_PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
             _add_row(row, sp + perm[k] * F, F)
 
 
 cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
                       real* op, Py_ssize_t N, int T) noexcept nogil:
     """Counting sort by destination, then whole destination rows per thread."""
-    cdef Py_ssize_t i, r, t, lo, hi, mid
+    cdef Py_ssize_t t
     cdef int64_t* ptr = <int64_t*>malloc(<size_t>(N + 2) * sizeof(int64_t))
     cdef int64_t* perm = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
     cdef Py_ssize_t bounds[257]
-    cdef Py_ssize_t total = E + N
     if ptr == NULL or perm == NULL:
         free(ptr)
         free(perm)
         return -1
-    # Counts at ptr[d + 2]; after the prefix sum ptr[d + 1] is the start of d,
-    # and the fill pass bumps it to the end of d = the start of d + 1: CSR
-    # pointers ptr[0..N] without a second array.
-    memset(ptr, 0, <size_t>(N + 2) * sizeof(int64_t))
-    for i in range(E):
-        ptr[<Py_ssize_t>ip[i] + 2] += 1
-    for r in range(2, N + 2):
-        ptr[r] += ptr[r - 1]
-    for i in range(E):
-        r = <Py_ssize_t>ip[i] + 1
-        perm[ptr[r]] = i
-        ptr[r] += 1
+    _csr_build(ip, E, N, ptr, perm)
     # Contiguous row ranges of equal work (entries + rows): static, so the
     # same thread always gets the same rows.
-    bounds[0] = 0
-    for t in range(1, T):
-        lo = 0
-        hi = N
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if (ptr[mid] + mid) * T >= t * total:
-                hi = mid
-            else:
-                lo = mid + 1
-        bounds[t] = lo if lo >= bounds[t - 1] else bounds[t - 1]
-    bounds[T] = N
+    _csr_split(ptr, N, T, bounds)
     for t in prange(T, num_threads=T, schedule="static", chunksize=1):
         _mark_seen()
         _csr_reduce(sp, perm, ptr, F, op, bounds[t], bounds[t + 1])
     free(ptr)
     free(perm)
     return 0
+
+
+cdef inline int _auto_strategy(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
+                               int T) noexcept:
+    """The strategy auto dispatch picks (T already clamped to [1, 256])."""
+    if (T == 1 or (E + N) * F * itemsize < SCATTER_PARALLEL_MIN
+            or F * itemsize < SCATTER_MIN_ROW_BYTES):
+        return S_SERIAL
+    if F * itemsize >= COLS_MIN_BLOCK_BYTES * T:
+        return S_COLS
+    if T >= CSR_MIN_THREADS:
+        return S_CSR
+    return S_ROWS
+
+
+_STRATEGY_NAMES = {v: k for k, v in SCATTER_STRATEGIES.items()}
+# The strategy the last scatter_add_rows call ran (diagnostic, like _seen).
+cdef int _last_strategy = S_AUTO
+
+
+def last_scatter_strategy():
+    """Name of the strategy the last ``scatter_add_rows`` call ran ("auto" before any)."""
+    return _STRATEGY_NAMES[_last_strategy]
+
+
+def scatter_strategy_for(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
+                         int num_threads):
+    """Name of the strategy auto dispatch picks for ``E`` source rows, ``N``
+    destination rows of ``F`` items of ``itemsize`` bytes and a team of ``num_threads``."""
+    cdef int T = num_threads if num_threads > 1 else 1
+    if T > 256:
+        T = 256
+    if E < 0 or N < 0 or F < 0 or itemsize < 1:
+        raise ValueError("scatter_strategy_for: sizes must be >= 0 (itemsize >= 1)")
+    return _STRATEGY_NAMES[_auto_strategy(E, N, F, itemsize, T)]
+
+
+def scatter_dispatch_constants():
+    """``(COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS)``: auto dispatch's fixed cut-overs."""
+    return COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS
 
 
 def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1] out,
@@ -480,11 +404,13 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
     cdef real* op
     cdef int T = num_threads
     cdef int rc = 0
+    global _last_strategy
     if src.shape[0] != E or out.shape[1] != F:
         raise ValueError("scatter_add_rows: shapes do not match")
     if strategy < 0 or strategy > S_COLS:
         raise ValueError(f"scatter_add_rows: unknown strategy {strategy}")
     _reset_seen()
+    _last_strategy = S_SERIAL
     if N == 0 or F == 0:
         return
     op = &out[0, 0]
@@ -500,17 +426,12 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
     if T > 256:
         T = 256
     if strategy == S_AUTO:
-        if (T == 1 or (E + N) * F * itemsize < SCATTER_PARALLEL_MIN
-                or F * itemsize < SCATTER_MIN_ROW_BYTES):
-            strategy = S_SERIAL
-        elif F * itemsize >= COLS_MIN_BLOCK_BYTES * T:
-            strategy = S_COLS
-        elif T >= CSR_MIN_THREADS:
-            strategy = S_CSR
-        else:
-            strategy = S_ROWS
+        strategy = _auto_strategy(E, N, F, itemsize, T)
+    if T == 1:
+        strategy = S_SERIAL
+    _last_strategy = strategy
     with nogil:
-        if strategy == S_SERIAL or T == 1:
+        if strategy == S_SERIAL:
             _mark_seen()
             _scatter_serial(sp, ip, E, F, op, N)
         elif strategy == S_ROWS:
@@ -523,23 +444,46 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
         raise MemoryError("rtx.index_add: cannot allocate the destination grouping")
 
 
-def copy_bandwidth_kernel(const unsigned char[::1] src, unsigned char[::1] dst,
-                          int num_threads):
-    """Parallel memcpy in ``num_threads`` contiguous blocks (benchmark reference)."""
-    cdef Py_ssize_t n = src.shape[0]
-    cdef Py_ssize_t t, chunk, a, b
-    cdef int T = num_threads if num_threads > 0 else 1
-    if dst.shape[0] != n:
-        raise ValueError("copy_bandwidth_kernel: sizes differ")
-    if n == 0:
+def scatter_add_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
+                    real[:, ::1] out, int num_threads):
+    """``scatter_add_rows`` over a prebuilt grouping (an ``IndexPlan``'s CSR):
+    out = 0; for each row r, add src[perm[k]] for k in [ptr[r], ptr[r + 1]).
+
+    Bitwise equal to ``scatter_add_rows`` with the indices the grouping came
+    from (same per-row order).  ``ptr``/``perm`` must come from ``csr_build``.
+    """
+    cdef Py_ssize_t E = src.shape[0]
+    cdef Py_ssize_t F = src.shape[1]
+    cdef Py_ssize_t N = out.shape[0]
+    cdef Py_ssize_t c, nchunks
+    cdef Py_ssize_t* bounds
+    cdef int T
+    if out.shape[1] != F or perm.shape[0] != E or ptr.shape[0] < N + 1:
+        raise ValueError("scatter_add_csr: shapes do not match")
+    if N > 0 and ptr[N] != E:
+        raise ValueError("scatter_add_csr: the grouping does not cover src")
+    _reset_seen()
+    if N == 0 or F == 0:
         return
-    chunk = (n + T - 1) // T
-    chunk = (chunk + 4095) // 4096 * 4096
+    T = num_threads
+    if (E + N) * F * <Py_ssize_t>sizeof(real) < SCATTER_PARALLEL_MIN:
+        T = 1
+    T = _team_size(T, N)
+    nchunks = _csr_nchunks(T, N)
+    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
+    if bounds == NULL:
+        raise MemoryError("scatter_add_csr: out of memory")
     with nogil:
-        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-            a = t * chunk
-            b = a + chunk
-            if b > n:
-                b = n
-            if a < b:
-                memcpy(&dst[a], &src[a], <size_t>(b - a))
+        _csr_split(&ptr[0], N, nchunks, bounds)
+        if T == 1:
+            _mark_seen()
+            if E == 0:
+                memset(&out[0, 0], 0, <size_t>(N * F) * sizeof(real))
+            else:
+                _csr_reduce(&src[0, 0], &perm[0], &ptr[0], F, &out[0, 0], 0, N)
+        else:
+            for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
+                _mark_seen()
+                _csr_reduce(&src[0, 0], &perm[0], &ptr[0], F, &out[0, 0],
+                            bounds[c], bounds[c + 1])
+    free(bounds)

@@ -37,20 +37,3 @@ def omp_max_threads():
 def build_cflags():
     """The compiler flags the extension was built with."""
     return RTX_BUILD_CFLAGS.decode()
-
-
-def parallel_thread_ids(Py_ssize_t n, int num_threads):
-    """Distinct OpenMP thread ids seen by a ``prange`` over ``n`` items.
-
-    Proves parallelism without timing: with OpenMP on and ``num_threads > 1``
-    a long enough loop is shared by more than one thread.
-    """
-    cdef Py_ssize_t i
-    cdef int[::1] seen
-    import numpy as _np
-    arr = _np.zeros(max(num_threads, 1), dtype=_np.intc)
-    seen = arr
-    with nogil:
-        for i in prange(n, num_threads=num_threads, schedule="static"):
-            seen[rtx_omp_thread_num()] = 1
-    return int(arr.sum())

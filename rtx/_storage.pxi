@@ -146,14 +146,18 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
 
 
 cdef void _release_cache() noexcept:
-    global _cached_bytes, _system_frees
+    global _cache, _cached_bytes, _system_frees
     cdef object addr
-    for bucket in _cache.values():
+    # Detach the cache first: a garbage collection triggered inside the loop
+    # can free Storages, whose blocks then go to the new, empty cache instead
+    # of into the dict being iterated (and then cleared without being freed).
+    cdef dict old = _cache
+    _cache = {}
+    _cached_bytes = 0
+    for bucket in old.values():
         for addr in bucket:
             rtx_aligned_free(<void*><uintptr_t>addr)
             _system_frees += 1
-    _cache.clear()
-    _cached_bytes = 0
 
 
 def _release_cache_at_exit():

@@ -156,7 +156,10 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = _operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
-    return ad.apply(OPS["where"], c._value, _operand(a, ad), _operand(b, ad))
+    if c._ad is not ad:
+        raise TypeError("where(): cond lives on a different backend than a / b")
+    # cond passed as a tensor: its version is recorded (the backward reuses the mask)
+    return ad.apply(OPS["where"], c, _operand(a, ad), _operand(b, ad))
 
 
 def matmul(a: Any, b: Any) -> Tensor:

@@ -22,9 +22,11 @@ from ._autodiff.autodiff import register_tensor_type
 from ._autodiff.grad_mode import is_grad_enabled
 from ._autodiff.graph import Node, OutputEdge
 from ._autodiff.ops import OPS as _OPS
+from ._backend_state import autodiff_of_class
 from ._kernels import dlpack_export
 from .backend._host import plain_ndarray
-from .backend.index import as_index_array
+from .backend.index import freeze_indices
+from .backend.index_plan import IndexPlan
 
 if TYPE_CHECKING:
     from ._autodiff.autodiff import Autodiff
@@ -351,13 +353,13 @@ class Tensor:
         return self._ad.apply(_OPS["neg"], self)
 
     def exp(self) -> Tensor:
-        return self._ad.apply(_OPS["exp"], self)
+        return self._ad.apply(_OPS["exp"], self._floating())
 
     def log(self) -> Tensor:
-        return self._ad.apply(_OPS["log"], self)
+        return self._ad.apply(_OPS["log"], self._floating())
 
     def sqrt(self) -> Tensor:
-        return self._ad.apply(_OPS["sqrt"], self)
+        return self._ad.apply(_OPS["sqrt"], self._floating())
 
     def abs(self) -> Tensor:
         return self._ad.apply(_OPS["abs"], self)
@@ -369,22 +371,33 @@ class Tensor:
         return self._ad.apply(_OPS["relu"], self)
 
     def leaky_relu(self, negative_slope: float = 0.01) -> Tensor:
-        return self._ad.apply(_OPS["leaky_relu"], self, negative_slope=negative_slope)
+        return self._ad.apply(_OPS["leaky_relu"], self._floating(), negative_slope=negative_slope)
 
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._ad.apply(_OPS["elu"], self, alpha=alpha)
+        return self._ad.apply(_OPS["elu"], self._floating(), alpha=alpha)
 
     def sigmoid(self) -> Tensor:
-        return self._ad.apply(_OPS["sigmoid"], self)
+        return self._ad.apply(_OPS["sigmoid"], self._floating())
 
     def tanh(self) -> Tensor:
-        return self._ad.apply(_OPS["tanh"], self)
+        return self._ad.apply(_OPS["tanh"], self._floating())
+
+    def _floating(self) -> Tensor:
+        """Integer and bool tensors promote to float32 for float-valued ops (as in
+        PyTorch; numpy would compute a bool input at float16 precision)."""
+        return self if self._ad.inner.dtype(self._value).kind == "f" else self.to(float32)
 
     def softmax(self, dim: int = -1) -> Tensor:
-        return self._ad.apply(_OPS["softmax"], self, dim=_check_dim(dim, self.ndim))
+        d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor, as in PyTorch
+            return self.reshape(1).softmax(0).reshape(())
+        return self._ad.apply(_OPS["softmax"], self._floating(), dim=d)
 
     def log_softmax(self, dim: int = -1) -> Tensor:
-        return self._ad.apply(_OPS["log_softmax"], self, dim=_check_dim(dim, self.ndim))
+        d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:
+            return self.reshape(1).log_softmax(0).reshape(())
+        return self._ad.apply(_OPS["log_softmax"], self._floating(), dim=d)
 
     def to(self, dtype: Any) -> Tensor:
         dt = _check_dtype(dtype)
@@ -425,6 +438,18 @@ class Tensor:
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return self._ad.apply(_OPS["sum"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
 
+    def _reduce_checked(self, name: str, dim: Any, keepdim: bool) -> Tensor:
+        """amax / amin: an empty reduced dim has no extremum (ValueError; PyTorch
+        raises IndexError)."""
+        d = _check_dims(dim, self.ndim)
+        shape = self.shape
+        dims = range(len(shape)) if d is None else (d,) if isinstance(d, builtins.int) else d
+        if any(shape[i] == 0 for i in dims) or (d is None and self.numel() == 0):
+            raise ValueError(
+                f"a{name}(): expected reduction dim to have non-zero size, got shape {shape}"
+            )
+        return self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
+
     def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         if self.dtype.kind != "f":
             raise TypeError(f"mean() needs a floating point tensor, got {_dtype_name(self.dtype)}")
@@ -433,11 +458,18 @@ class Tensor:
         )
 
     def _extremum(self, name: str, dim: Any, keepdim: bool) -> Any:
-        if self.numel() == 0:
-            raise ValueError(f"{name}(): cannot reduce an empty tensor")
         if dim is None:
+            if self.numel() == 0:
+                raise ValueError(f"{name}(): cannot reduce an empty tensor")
             return self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
         d = _check_dim(dim, self.ndim)
+        if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor: itself, at index 0 (PyTorch)
+            values = self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
+            return MaxResult(values, Tensor._make(self._ad.inner.zeros((), int64), self._ad))
+        if self.shape[d] == 0:
+            raise ValueError(
+                f"{name}(): cannot reduce over dim {d} of size 0 (shape {self.shape})"
+            )
         values = self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
         B = self._ad.inner
         if name == "min" and self.dtype.kind != "f":
@@ -459,15 +491,17 @@ class Tensor:
         return self._extremum("min", dim, keepdim)
 
     def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["max"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+        return self._reduce_checked("max", dim, keepdim)
 
     def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["min"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+        return self._reduce_checked("min", dim, keepdim)
 
     def argmax(self, dim: builtins.int | None = None, keepdim: bool = False) -> Tensor:
-        if self.numel() == 0:
-            raise ValueError("argmax(): cannot reduce an empty tensor")
         d = None if dim is None else _check_dim(dim, self.ndim)
+        if d is not None and self.ndim == 0:
+            d = None  # dim 0 / -1 of a 0-d tensor: index 0 (PyTorch)
+        if self.numel() == 0 and (d is None or self.shape[d] == 0):
+            raise ValueError("argmax(): cannot reduce an empty tensor")
         return Tensor._make(self._ad.inner.argmax(self._value, d, keepdim), self._ad)
 
     # --------------------------------------------------------------- shape
@@ -528,7 +562,16 @@ class Tensor:
     def expand(self, *shape: Any) -> Tensor:
         s = _shape_arg(shape)
         own = self.shape
-        s = tuple(own[i - (len(s) - len(own))] if x == -1 else x for i, x in enumerate(s))
+        lead = len(s) - len(own)
+        if lead < 0:
+            raise ValueError(f"expand(): the shape {s} has fewer dims than the tensor's {own}")
+        for i, x in enumerate(s):
+            if x < -1 or (x == -1 and i < lead):
+                raise ValueError(
+                    f"expand(): the expanded size {x} isn't allowed in "
+                    + (f"a leading, non-existing dimension {i}" if x == -1 else f"dim {i}")
+                )
+        s = tuple(own[i - lead] if x == -1 else x for i, x in enumerate(s))
         return self.broadcast_to(s)
 
     def broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
@@ -537,7 +580,10 @@ class Tensor:
         return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
 
     def __getitem__(self, key: Any) -> Tensor:
-        return self._ad.apply(_OPS["getitem"], self, key=_host_key(key))
+        k = _host_key(key)
+        if self._rg and is_grad_enabled():
+            k = _snapshot_key(k)  # kept for backward: later writes to it must not matter
+        return self._ad.apply(_OPS["getitem"], self, key=k)
 
     # --------------------------------------------------------------- other
     def matmul(self, o: Any) -> Tensor:
@@ -568,7 +614,12 @@ class Tensor:
         if name in _ARITH:
             _check_inplace_cast(name, self.dtype, o)
         ov = o._value if isinstance(o, Tensor) else o
-        self._value = self._ad.inner.inplace(name, self._value, ov)
+        B = self._ad.inner
+        if name == "pow":  # computed, then copied in (the backends have no in-place pow)
+            ov, name = B.pow(self._value, ov), "copy"
+            if tuple(B.shape(ov)) != self.shape:
+                raise ValueError(f"pow_(): result shape {tuple(B.shape(ov))} != {self.shape}")
+        self._value = B.inplace(name, self._value, ov)
         _bump(self)
         return self
 
@@ -597,6 +648,12 @@ class Tensor:
     def __itruediv__(self, o: Any) -> Tensor:
         return self._augmented("div", "/", o)
 
+    def __ipow__(self, o: Any) -> Tensor:
+        return self._augmented("pow", "**", o)
+
+    def pow_(self, other: Any) -> Tensor:
+        return self._inplace("pow", other)
+
     def add_(self, other: Any, alpha: builtins.float = 1.0) -> Tensor:
         if alpha != 1.0:
             other = other * alpha
@@ -621,6 +678,29 @@ class Tensor:
 
     def fill_(self, value: builtins.float) -> Tensor:
         return self._inplace("fill", value)
+
+    # ------------------------------------------------------- copy / pickle
+    def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
+        """A new leaf on the same backend with copied data (and ``grad``), as in PyTorch;
+        the subclass (``Parameter``) and ``requires_grad`` are kept."""
+        if self._node is not None:
+            raise RuntimeError(
+                "only leaf tensors (graph leaves) support deepcopy (as in PyTorch); "
+                "use t.detach().clone() for a copy of a non-leaf"
+            )
+        import copy as _copy
+
+        t = type(self)._make(self._ad.inner.copy(self._value), self._ad, self._rg)
+        memo[id(self)] = t
+        if self.grad is not None:
+            t.grad = _copy.deepcopy(self.grad, memo)
+        return t
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickles as its values, backend class, ``requires_grad`` and ``grad``;
+        unpickled onto the matching backend in use (always the one CPU backend)."""
+        data = np.array(self.numpy(), copy=True)
+        return (_rebuild, (data, type(self._ad.inner), self._rg, self.grad))
 
     # ------------------------------------------------------------- DLPack
     def __dlpack__(
@@ -649,6 +729,18 @@ class Tensor:
 
 
 # ------------------------------------------------------------------ helpers
+def _rebuild(data: np.ndarray, backend_cls: Any, requires_grad: bool, grad: Any) -> Tensor:
+    """Unpickle a tensor (see ``Tensor.__reduce_ex__``)."""
+    ad = autodiff_of_class(backend_cls)
+    B = ad.inner
+    t = Tensor._make(B.copy(B.from_numpy(plain_ndarray(np.asarray(data)))), ad, requires_grad)
+    if grad is not None:
+        if grad._ad is not ad:
+            grad = _rebuild(grad.numpy(), backend_cls, False, None)
+        t.grad = grad
+    return t
+
+
 def _check_dtype(dtype: Any) -> np.dtype:
     try:
         dt = np.dtype(dtype)
@@ -675,12 +767,15 @@ def _check_dim(dim: Any, ndim: int) -> int:
 def _check_dims(dim: Any, ndim: int) -> Any:
     if dim is None:
         return None
+    ds: Any
     if isinstance(dim, (tuple, list)):
         ds = tuple(_check_dim(d, ndim) for d in dim)
         if len(set(ds)) != len(ds):
             raise ValueError(f"dim {tuple(dim)} names a dimension twice")
-        return ds
-    return _check_dim(dim, ndim)
+    else:
+        ds = _check_dim(dim, ndim)
+    # dim 0 / -1 (or (0,)) of a 0-d tensor reduces over nothing: all of it (PyTorch)
+    return None if ndim == 0 else ds
 
 
 def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -704,6 +799,15 @@ def _host_key_part(k: Any) -> Any:
     return k
 
 
+def _snapshot_key(key: Any) -> Any:
+    """Private copies of the index arrays in a (host) key."""
+    if isinstance(key, np.ndarray):
+        return key.copy()
+    if isinstance(key, tuple):
+        return tuple(k.copy() if isinstance(k, np.ndarray) else k for k in key)
+    return key
+
+
 def _host_key(key: Any) -> Any:
     """Tensors inside an index key become numpy arrays."""
     if isinstance(key, tuple):
@@ -713,11 +817,13 @@ def _host_key(key: Any) -> Any:
     return _host_key_part(key)
 
 
-def _indices(indices: Any, op: str) -> np.ndarray:
-    """Index-op indices as a checked host array (bounds are checked by the op)."""
+def _indices(indices: Any, op: str) -> Any:
+    """Index-op indices: an IndexPlan as it is, else a private checked snapshot."""
+    if isinstance(indices, IndexPlan):
+        return indices  # checked once; the backend reuses it (and its cached grouping)
     if isinstance(indices, Tensor):
         indices = indices.numpy()
-    return as_index_array(indices, op)
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -756,6 +862,9 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
             raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
         if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
             _check_int64_range(a)  # Python ints beyond int64 never wrap
+        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
+            # numpy turns [1, 2**63] into float64: find such ints among the values
+            _check_int64_range(np.asarray(data, dtype=object))
         if dtype is None:
             kind = a.dtype.kind
             if kind == "f" or (kind == "O" and _all_numbers(a)):
@@ -832,7 +941,7 @@ def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
 
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
-_ARITH = frozenset(("add", "sub", "mul", "div"))
+_ARITH = frozenset(("add", "sub", "mul", "div", "pow"))
 _KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
 _TORCH_NAMES = {float32: "Float", float64: "Double", int32: "Int", int64: "Long", bool_: "Bool"}
 _vc_lock = threading.Lock()
@@ -841,8 +950,8 @@ _vc_lock = threading.Lock()
 def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
     """PyTorch's rule for in-place arithmetic: the result type may not be of a
     higher kind (bool < integer < float) than the tensor written into."""
-    if isinstance(o, Tensor):
-        res = o.dtype if dst == o.dtype else np.result_type(dst, o.dtype)
+    if isinstance(o, Tensor):  # a higher-kind operand's dtype wins (PyTorch's promotion)
+        res = o.dtype if _KIND_RANK[o.dtype.kind] > _KIND_RANK[dst.kind] else dst
     elif isinstance(o, builtins.bool):
         res = dst
     elif isinstance(o, builtins.int):

@@ -12,10 +12,18 @@ import pytest
 
 import rtx
 
+
+def _fusion_backend() -> rtx.Backend:
+    return rtx.fusion.Fusion(rtx.CpuBackend(), min_elements=0)
+
+
 # The backends under test: names from rtx's backend registry
 # (rtx.backend.register_backend; "package.module:name" imports the module first).
 # RTX_TEST_BACKENDS=cpu,fusion selects them; the default is every backend rtx
-# registers itself (cpu, minimal).
+# registers itself (cpu, minimal).  "fusion" (opt-in) is the elementwise-fusing
+# stack over the CPU backend with min_elements=0: it fuses even the small
+# tensors the tests use.
+rtx.backend.register_backend("fusion", _fusion_backend)
 DEFAULT_BACKENDS = ["cpu", "minimal"]
 BACKEND_NAMES = [b.strip() for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",")
                  if b.strip()] or DEFAULT_BACKENDS

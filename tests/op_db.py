@@ -73,7 +73,6 @@ class OpInfo:
     # getattr(rtx, name) (unary, binary) or the Tensor method (compare)
     fuzz: bool = True
     keeps_int: bool = False           # unary: an int input gives an int result (else float64)
-    float_only: bool = False          # unary: computed in floating point (bool input refused)
 
 
 # --------------------------------------------------------------- backend samples
@@ -82,6 +81,14 @@ X = _RNG.uniform(0.5, 2.0, (3, 4))
 Y = _RNG.uniform(0.5, 2.0, (4,))
 M = _RNG.uniform(-1, 1, (4, 2))
 IDX = np.array([2, 0, 2], dtype=np.int64)
+X4 = _RNG.uniform(-1, 1, (4, 4))  # one row per segment of IDX over 4 segments
+EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
+W = _RNG.uniform(-1, 1, (4,))
+
+
+def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
+    return B.concat([B.reshape(gx, (12,)), gw], 0)
 
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
@@ -186,7 +193,7 @@ OPS: list[OpInfo] = [
     OpInfo("relu", A, "unary", rtx.relu, lambda a: np.maximum(a, a.dtype.type(0)),
            keeps_int=True, grad_domain={"away": 0.1},
            backend_call=lambda B, f: B.relu(f(X - 1))),
-    OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid, float_only=True,
+    OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid,
            backend_call=lambda B, f: B.sigmoid(f(X - 1))),
     OpInfo("tanh", A, "unary", rtx.tanh, np.tanh, backend_call=lambda B, f: B.tanh(f(X))),
     # parametrised: fuzzed with their parameters by test_fuzz.test_parametrised_activations
@@ -233,6 +240,26 @@ OPS: list[OpInfo] = [
     # ------------------------------------------------------------------ index
     OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), IDX)),
     OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), IDX, 5)),
+    # ---------------------------------------------------------------- segment
+    # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
+    OpInfo("segment_softmax", "segment",
+           backend_call=lambda B, f: B.segment_softmax(f(X), IDX, 4)),
+    OpInfo("segment_softmax_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_softmax_backward(
+               B.segment_softmax(f(X), IDX, 4), f(X - 1), IDX, 4)),
+    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), IDX, 4)),
+    OpInfo("segment_mean_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_mean_backward(f(X4), IDX, 4)),
+    OpInfo("segment_max", "segment",
+           backend_call=lambda B, f: B.segment_max(f(X), IDX, 4)[0]),
+    OpInfo("segment_max_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_max_backward(
+               f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3)),
+    # ---------------------------------------------------------------- message
+    OpInfo("message_passing", "message",
+           backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),
+    OpInfo("message_passing_backward", "message", differentiable=False,
+           backend_call=_mp_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

@@ -52,9 +52,19 @@ def test_parameter_survives_inplace_updates(backend):
         p.sub_(p.grad * 0.5)
         p.mul_(2.0)
     assert id(p) == ident and isinstance(p, nn.Parameter) and p.requires_grad
+    assert p._version == 2  # the in-place writes are counted
     np.testing.assert_allclose(p.numpy(), [-1.0, 1.0])
     with pytest.raises(RuntimeError, match="in place"):
         p.add_(1.0)
+
+
+def test_parameter_shares_the_version_counter_of_its_data():
+    t = rtx.ones(2)
+    p = nn.Parameter(t)
+    with rtx.no_grad():
+        p.add_(1.0)
+    assert p._version == t._version == 1
+    np.testing.assert_array_equal(t.numpy(), [2.0, 2.0])  # one buffer
 
 
 def test_parameter_validation_and_repr():
@@ -497,3 +507,23 @@ def test_save_refuses_code_and_objects(tmp_path):
     # a plain .npz of arrays loads as a flat dict
     np.savez(tmp_path / "plain.npz", w=np.ones(3))
     assert list(rtx.load(tmp_path / "plain.npz")) == ["w"]
+
+
+def test_deepcopy_of_a_model(backend):
+    import copy
+
+    lin = nn.Linear(3, 3)
+    m = nn.Sequential(lin, nn.ReLU(), lin)  # a shared layer stays shared in the copy
+    m(rtx.ones(1, 3)).sum().backward()
+    c = copy.deepcopy(m)
+    assert c[0] is c[2] and c[0] is not lin
+    assert isinstance(c[0].weight, nn.Parameter) and c[0].weight.requires_grad
+    assert c[0].weight.backend is lin.weight.backend
+    np.testing.assert_array_equal(c[0].weight.numpy(), lin.weight.numpy())
+    np.testing.assert_array_equal(c[0].weight.grad.numpy(), lin.weight.grad.numpy())
+    with rtx.no_grad():
+        c[0].weight.add_(1.0)  # independent values
+    assert not np.array_equal(c[0].weight.numpy(), lin.weight.numpy())
+    c(rtx.ones(2, 3)).sum().backward()  # the copy trains on its own
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(lin.weight * 2)

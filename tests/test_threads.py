@@ -89,6 +89,11 @@ KERNELS = {
     "rtx.index_add": lambda: rtx.index_add(_XT, _IDX, E),
 }
 _XT = rtx.from_numpy(_X)
+_FPROG = np.array([[_kernels.FUSED_OPS["mul"][0], 2, 0, 0, -1, -1],
+                   [_kernels.FUSED_OPS["exp"][0], 3, 2, -1, -1, -1]], dtype=np.int32)
+_FX = _X.reshape(-1)
+KERNELS["fused_eval"] = lambda: _kernels.fused_eval(_FPROG, 4, [_FX], [], [],
+                                                    [np.empty_like(_FX)], [3], _FX.shape, 1)
 if hasattr(_kernels, "parallel_thread_ids"):
     KERNELS["parallel_thread_ids"] = lambda: _kernels.parallel_thread_ids(20_000_000, 1)
 

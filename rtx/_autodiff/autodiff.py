@@ -90,7 +90,20 @@ class Autodiff:
             res = T._make(out, self, True, n)
             if op.view:
                 _share_counter(self.inner, res, args[0])
-            n.versions = _saved_versions(ctx, args, res, T)
+            sv = op.saves
+            if sv:
+                vs = []
+                for i in sv:
+                    t = res if i < 0 else args[i]
+                    if isinstance(t, T):  # (a scalar operand has no buffer)
+                        vc = t._vc
+                        if vc is None:
+                            vc = t._vc = [0]
+                        vs.append((vc, vc[0], i, t._value))
+                if vs:
+                    n.versions = vs
+            elif sv is None:
+                n.versions = _saved_versions(ctx, args, res, T)
             return res
         res = T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
         if op.view:

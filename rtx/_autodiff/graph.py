@@ -230,8 +230,11 @@ def _engine(
         ctx = n.ctx  # read once: another thread's backward may release it meanwhile
         if ctx is None or n.released:
             raise _released_error(n)
-        if n.versions is not None:
-            _check_versions(B, n)
+        vs = n.versions
+        if vs is not None:
+            for v in vs:
+                if v[0][0] != v[1]:  # a saved buffer was modified in place since
+                    _check_versions(B, n)
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
@@ -268,3 +271,35 @@ def _engine(
                 captured[k] = [entry[1], entry[2]]
         return captured
     return leaf_grads
+
+
+class _HookHandle:
+    """What ``register_post_backward_hook`` returns: ``remove()`` unregisters."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+
+    def remove(self) -> None:
+        _post_backward_hooks.pop(self.key, None)
+
+
+_post_backward_hooks: dict[int, Any] = {}
+
+
+_next_hook = itertools.count().__next__
+
+
+def register_post_backward_hook(fn: Any) -> _HookHandle:
+    """Call ``fn(leaves)`` at the end of every ``backward()``, once every reached
+    leaf's ``.grad`` is accumulated; ``leaves`` is the list of those leaf tensors.
+
+    Hooks run in registration order, outside the engine's walk (so a hook sees
+    final gradients, never partial sums); ``autograd.grad()`` (which touches no
+    ``.grad``) runs none.  Used by ``rtx.distributed.DistributedDataParallel`` to
+    all-reduce gradients.  Returns a handle whose ``remove()`` unregisters ``fn``.
+    """
+    key = _next_hook()
+    _post_backward_hooks[key] = fn
+    return _HookHandle(key)

@@ -73,7 +73,7 @@ class FunctionCtx:
         """The tensors given to ``save_for_backward``, as detached tensors."""
         if self._saved is None:
             return ()
-        out: list[Tensor | None] = []
+        out: list[Any] = []
         for s in self._saved:
             if s is None:
                 out.append(None)

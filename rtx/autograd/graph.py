@@ -1,12 +1,21 @@
 """``backward`` and ``grad`` over ``Tensor`` s: root gradients, leaf ``.grad``
-accumulation; the walk itself is the engine's (``rtx/_autodiff/graph.py``)."""
+accumulation; the walk itself (and the post-backward hook registry, re-exported
+here: ``register_post_backward_hook``) is the engine's (``rtx/_autodiff/graph.py``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._autodiff.graph import OutputEdge, _engine, _grad_lock
+from .._autodiff.graph import (
+    OutputEdge,
+    _engine,
+    _grad_lock,
+    _post_backward_hooks,
+    register_post_backward_hook,
+)
 from ..tensor import Tensor, _as_tensor
+
+__all__ = ["backward", "grad", "register_post_backward_hook"]
 
 
 def _root_target(t: Tensor) -> Any:
@@ -96,7 +105,13 @@ def backward(
         raise ValueError("backward: no tensors given")
     roots = _root_grads(outs, grad_tensors, "backward")
     ad = _single_ad(outs, "backward")
-    _accumulate(ad, _engine(ad.inner, roots, bool(retain_graph)))
+    leaf_grads = _engine(ad.inner, roots, bool(retain_graph))
+    _accumulate(ad, leaf_grads)
+    if _post_backward_hooks:
+        leaves = [entry[0] for entry in leaf_grads.values()]
+        del leaf_grads
+        for fn in list(_post_backward_hooks.values()):
+            fn(leaves)
 
 
 def grad(

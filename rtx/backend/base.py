@@ -2,7 +2,8 @@
 
 A backend computes on *primitives* (its own array objects) and is split by op
 family, one mixin per family (``elementwise.py``, ``activation.py``,
-``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``).  Only the
+``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``,
+``segment.py``, ``message.py``).  Only the
 *core* below is abstract: moving data between the backend and the host
 (``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
 ``dtype``).  Every other op has a default body, written against other ops or
@@ -23,17 +24,20 @@ from .elementwise import ElementwiseOps
 from .index import IndexOps
 from .linalg import LinalgOps
 from .loss import LossOps
+from .message import MessageOps
 from .reduction import ReductionOps
+from .segment import SegmentOps
 from .shape import ShapeOps
 
 Prim = Any
 
 
-_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps)
+_MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
+           SegmentOps, MessageOps)
 
 
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
-              LossOps, ABC):
+              LossOps, SegmentOps, MessageOps, ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 
     ``FAMILIES`` maps each op family to its op names (each family mixin declares

@@ -14,12 +14,33 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import Storage, gather_rows, get_parallel_thresholds, scatter_add_rows
+from .._kernels import (
+    Storage,
+    gather_rows,
+    get_parallel_thresholds,
+    message_backward_csr,
+    message_csr,
+    scatter_add_csr,
+    scatter_add_rows,
+    sddmm_dot,
+    segment_max_backward_csr,
+    segment_max_csr,
+    segment_mean_backward_csr,
+    segment_mean_csr,
+    segment_softmax_backward_csr,
+    segment_softmax_backward_entries,
+    segment_softmax_csr,
+    segment_softmax_entries,
+    softmax_entry_mode,
+)
 from .._threads import get_num_threads
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
 from .index import check_add, check_select
+from .index_plan import IndexPlan, as_plan
+from .message import check_message
 from .reduction import Dim
+from .segment import check_segment
 
 _ndarray = np.ndarray
 _scalar_types = (int, float, bool, np.generic)
@@ -372,6 +393,14 @@ class CpuBackend(Backend):
 
     def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
+        if type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES:
+            # the plan's cached grouping: same bits as the cold path below
+            ptr, perm = indices.csr()
+            out = empty((n,) + src.shape[1:], src.dtype)
+            row = math.prod(src.shape[1:])
+            scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+                                     ptr, out.reshape(n, row), get_num_threads())
+            return out
         if src.dtype not in _KERNEL_DTYPES:
             out = empty((n,) + src.shape[1:], src.dtype, zero=True)
             np.add.at(out, idx, src)
@@ -384,3 +413,121 @@ class CpuBackend(Backend):
         scatter_add_rows(sc, idx, out.reshape(n, row),
                                   _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
+
+    # -------------------------------------------------------------- segment
+    @staticmethod
+    def _rows2d(a: np.ndarray) -> np.ndarray:
+        """``a`` as a C-contiguous (len, prod(rest)) view (a copy only if needed)."""
+        return np.ascontiguousarray(a).reshape(a.shape[0], math.prod(a.shape[1:]))
+
+    def segment_softmax(self, scores: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = check_segment(scores.shape, scores.dtype, index, num_segments, "segment_softmax")
+        out = empty(scores.shape, scores.dtype)
+        s2, o2, T = self._rows2d(scores), self._rows2d(out), get_num_threads()
+        # two kernels with equal bits: by entry order (narrow rows, no grouping
+        # needed) or over the CSR grouping
+        if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            segment_softmax_csr(s2, perm, ptr, o2, T)
+        return out
+
+    def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
+                                 num_segments: int) -> np.ndarray:
+        plan = check_segment(y.shape, y.dtype, index, num_segments, "segment_softmax_backward")
+        if grad.shape != y.shape or grad.dtype != y.dtype:
+            raise ValueError("segment_softmax_backward(): grad must match y")
+        out = empty(y.shape, y.dtype)
+        y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
+        if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan.csr()
+            segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
+        return out
+
+    def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_mean")
+        ptr, perm = plan.csr()
+        n = plan.num_rows
+        out = empty((n,) + src.shape[1:], src.dtype)
+        segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+                                  get_num_threads())
+        return out
+
+    def segment_mean_backward(self, grad: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
+        plan = as_plan_checked(index, num_segments, grad, "segment_mean_backward")
+        ptr, perm = plan.csr()
+        out = empty((len(plan),) + grad.shape[1:], grad.dtype)
+        segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
+                                           get_num_threads())
+        return out
+
+    def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
+        plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_max")
+        ptr, perm = plan.csr()
+        n = plan.num_rows
+        out = empty((n,) + src.shape[1:], src.dtype)
+        arg = empty((n,) + src.shape[1:], np.int64)
+        segment_max_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+                                 self._rows2d(arg), get_num_threads())
+        return out, arg
+
+    def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
+                             num_entries: int) -> np.ndarray:
+        plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
+        ptr, perm = plan.csr()
+        out = empty((num_entries,) + grad.shape[1:], grad.dtype)
+        segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
+                                          self._rows2d(out), get_num_threads())
+        return out
+
+    # -------------------------------------------------------------- message
+    def message_passing(self, x: np.ndarray, edge_index: Any, num_nodes: int,
+                        weight: Any = None) -> np.ndarray:
+        ei, H = check_message(x.shape, x.dtype, edge_index, num_nodes,
+                              None if weight is None else weight.shape,
+                              None if weight is None else weight.dtype)
+        ptr, perm = ei.dst.csr()
+        out = empty((ei.num_dst,) + x.shape[1:], x.dtype)
+        w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
+        message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
+                             self._rows2d(out), H, get_num_threads())
+        return out
+
+    def message_passing_backward(self, grad: np.ndarray, x: np.ndarray, edge_index: Any,
+                                 weight: Any, need_x: bool = True, need_weight: bool = True
+                                 ) -> tuple[Any, Any]:
+        ei, H = check_message(x.shape, x.dtype, edge_index, grad.shape[0],
+                              None if weight is None else weight.shape,
+                              None if weight is None else weight.dtype)
+        if grad.shape != (ei.num_dst,) + x.shape[1:] or grad.dtype != x.dtype:
+            raise ValueError("message_passing_backward(): grad has the wrong shape or dtype")
+        gx = gw = None
+        g2 = self._rows2d(grad)
+        weighted = weight is not None
+        w = self._rows2d(weight) if weighted else _NO_WEIGHT[x.dtype.char]
+        if need_weight and weighted:
+            gw = empty(weight.shape, weight.dtype)
+        if need_x:
+            # one pass over the source grouping gives grad_x and grad_weight
+            ptr, perm = ei.src.csr()
+            gx = empty(x.shape, x.dtype)
+            gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
+            message_backward_csr(
+                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                self._rows2d(gx), gw2, H, get_num_threads())
+        elif gw is not None:
+            sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
+                               gw.reshape(weight.shape[0], H), get_num_threads())
+        return gx, gw
+
+
+_NO_WEIGHT: dict[str, Any] = {"f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
+
+
+def as_plan_checked(index: Any, num_rows: int, grad: np.ndarray, op: str) -> IndexPlan:
+    if grad.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{op}(): gradient must be float32 or float64, got {grad.dtype}")
+    return as_plan(index, num_rows, op)

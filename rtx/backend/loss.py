@@ -22,24 +22,37 @@ import numpy as np
 from ._host import HostRoundTrip, contiguous
 
 
+def _flat_index(target: np.ndarray, n: int, c: int) -> np.ndarray:
+    """Positions of ``(i, target[i])`` in a C-contiguous ``[n, c]`` array."""
+    return np.arange(n, dtype=np.int64) * c + target
+
+
 def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n = x.shape[0]
+    x = np.ascontiguousarray(x)
+    n, c = x.shape
     if n == 0:
         return np.zeros(0, x.dtype), np.zeros((0, 2), x.dtype)
-    m = np.max(x, axis=1, keepdims=True)
-    logs = np.log(np.sum(np.exp(x - m), axis=1, keepdims=True))
-    # (x_t - m) is exact-ish; m + log(s) - x_t would lose log(s) next to a large m
-    loss = logs[:, 0] - (x[np.arange(n), target] - m[:, 0])
-    return loss.astype(x.dtype, copy=False), np.concatenate([m, logs], axis=1).astype(
-        x.dtype, copy=False)
+    stats = np.empty((n, 2), x.dtype)
+    m = stats[:, 0]
+    np.max(x, axis=1, out=m)
+    z = np.subtract(x, m[:, None])
+    # (x_t - m), read before the exp: l - (x_t - m) keeps l's digits next to a large m
+    picked = z.reshape(-1)[_flat_index(target, n, c)]
+    np.exp(z, out=z)
+    logs = stats[:, 1]
+    np.log(np.sum(z, axis=1), out=logs)
+    return np.subtract(logs, picked), stats
 
 
 def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarray,
                               scale: np.ndarray) -> np.ndarray:
-    g = np.exp((x - stats[:, :1]) - stats[:, 1:])
-    g[np.arange(x.shape[0]), target] -= 1
-    g *= scale[:, None]
-    return g.astype(x.dtype, copy=False)
+    n, c = x.shape
+    g = np.subtract(x, stats[:, :1])
+    g -= stats[:, 1:]
+    np.exp(g, out=g)
+    g.reshape(-1)[_flat_index(target, n, c)] -= 1
+    g *= np.asarray(scale, dtype=g.dtype)[:, None]
+    return g
 
 
 def np_nll_forward(x: np.ndarray, target: np.ndarray) -> np.ndarray:

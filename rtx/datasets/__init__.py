@@ -1,5 +1,16 @@
 """Built-in graphs shipped with rtx (no downloads)."""
 
+from .hetero import (
+    HeteroGraph,
+    from_pyg,
+    load_hetgraph,
+    random_split,
+    save_hetgraph,
+    synthetic_hetgraph,
+)
 from .karate import GraphData, karate_club
 
-__all__ = ["GraphData", "karate_club"]
+__all__ = [
+    "GraphData", "HeteroGraph", "from_pyg", "karate_club", "load_hetgraph", "random_split",
+    "save_hetgraph", "synthetic_hetgraph",
+]

@@ -3,9 +3,11 @@
 from . import functional, init
 from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
+from .conv import GATConv, HeteroConv
 from .dropout import Dropout
 from .linear import Linear
 from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .models import HetGAT
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
 
@@ -13,4 +15,6 @@ __all__ = [
     "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
     "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
     "ReLU", "Sequential", "Softmax", "functional", "init",
+    # graph layers and models (rtx/nn/conv, rtx/nn/models)
+    "GATConv", "HeteroConv", "HetGAT",
 ]

@@ -299,6 +299,7 @@ class Module:
                     B = p._ad.inner
                     # rebinding the buffer keeps the object (and its registration) alive
                     p._value = B.cast(p._value, dt)
+                    p._vc = None  # a new buffer, aliased by nothing: a fresh counter
                     if p.grad is not None:
                         p.grad = p.grad.to(dt)
             for name, b in m._buffers.items():

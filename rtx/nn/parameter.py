@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..creation import empty
-from ..tensor import Tensor
+from ..tensor import Tensor, _counter
 
 
 class Parameter(Tensor):
@@ -32,6 +32,7 @@ class Parameter(Tensor):
                 f"Parameter: only floating point tensors can require gradients, got {data.dtype}"
             )
         p = cls._make(data._value, data._ad)
+        p._vc = _counter(data)  # an alias of data's buffer: one version counter
         p._rg = bool(requires_grad)
         return p  # type: ignore[return-value]
 

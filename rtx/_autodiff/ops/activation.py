@@ -9,6 +9,7 @@ from .base import Op
 
 class Relu(Op):
     name = "relu"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -18,11 +19,13 @@ class Relu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.where(B.gt(ctx.out, 0), g, 0),)
+        # PyTorch's threshold rule: 0 where out <= 0, else g (a NaN input passes g)
+        return (B.where(B.le(ctx.out, 0), 0, g),)
 
 
 class LeakyRelu(Op):
     name = "leaky_relu"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -37,6 +40,7 @@ class LeakyRelu(Op):
 
 class Elu(Op):
     name = "elu"
+    saves = (0, -1)
     fresh_grads = True
 
     @staticmethod
@@ -47,12 +51,14 @@ class Elu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        # x > 0: 1; else alpha * exp(x) = out + alpha
-        return (B.where(B.gt(ctx.a, 0), g, B.mul(g, B.add(ctx.out, ctx.alpha))),)
+        # x <= 0: alpha * exp(x) = out + alpha; else 1 (so a NaN input passes g, as in
+        # PyTorch's elu_backward)
+        return (B.where(B.le(ctx.a, 0), B.mul(g, B.add(ctx.out, ctx.alpha)), g),)
 
 
 class Sigmoid(Op):
     name = "sigmoid"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -68,6 +74,7 @@ class Sigmoid(Op):
 
 class Tanh(Op):
     name = "tanh"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -83,6 +90,7 @@ class Tanh(Op):
 
 class Softmax(Op):
     name = "softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -102,6 +110,7 @@ class Softmax(Op):
 
 class LogSoftmax(Op):
     name = "log_softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod

@@ -54,6 +54,10 @@ class Op:
     differentiable = True
     fresh_grads = False
     view = False  # True: the result may alias the first input's buffer (a view)
+    # Which buffers the forward saves on ctx (input positions; -1 = the output), for
+    # the version-counter check; None = find out by inspecting ctx (slower).
+    # tests/test_version_counter.py checks each declaration against the inspection.
+    saves: tuple[int, ...] | None = None
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

@@ -21,6 +21,7 @@ def _zeros_like(B: Any, g: Any) -> Any:
 # --------------------------------------------------------------- arithmetic
 class Add(Op):
     name = "add"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -38,6 +39,7 @@ class Add(Op):
 
 class Sub(Op):
     name = "sub"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, b):
@@ -55,6 +57,7 @@ class Sub(Op):
 
 class Mul(Op):
     name = "mul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod
@@ -74,6 +77,7 @@ class Mul(Op):
 
 class Div(Op):
     name = "div"
+    saves = (1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -94,6 +98,7 @@ class Div(Op):
 
 class Pow(Op):
     name = "pow"
+    saves = (0, 1, -1)
     fresh_grads = True
 
     @staticmethod
@@ -108,27 +113,36 @@ class Pow(Op):
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:
+            # PyTorch's rule: 0 where the exponent is 0 (so 0**0 gives 0, not 0 * inf)
             if _is_prim(b):
-                da = B.mul(b, B.pow(a, B.sub(b, 1)))
+                da = B.where(B.eq(b, 0), 0, B.mul(b, B.pow(a, B.sub(b, 1))))
             elif b == 0:
                 da = _zeros_like(B, a)
             else:
                 da = B.mul(B.pow(a, b - 1), b)
             ga = unbroadcast(B, B.mul(g, da), tuple(B.shape(a)))
         if nb:
-            # d(a^b)/db = a^b log a, taken as 0 where a == 0 (PyTorch's convention)
+            # d(a^b)/db = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's rule;
+            # 0 ** negative keeps inf * -inf = -inf as PyTorch does)
+            # (b needs a gradient, so it is a primitive here)
             if _is_prim(a):
-                loga = B.log(B.where(B.eq(a, 0), 1, a))
+                zero = B.eq(a, 0)
+                gb = B.mul(g, B.mul(out, B.log(B.where(zero, 1, a))))  # no log(0) warning
+                gb = B.where(zero, B.where(B.lt(b, 0), B.mul(g, -math.inf), 0), gb)
             else:
-                loga = math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
-            gb = unbroadcast(B, B.mul(g, B.mul(out, loga)), tuple(B.shape(b)))
+                loga = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+                gb = B.mul(g, B.mul(out, loga))
+                if a == 0:
+                    gb = B.where(B.ge(b, 0), 0, gb)
+            gb = unbroadcast(B, gb, tuple(B.shape(b)))
         return ga, gb
 
 
 class Maximum(Op):
     name = "maximum"
+    saves = (0, 1)
     fresh_grads = True
-    _pick = "gt"
+    _a_loses, _b_loses = "lt", "gt"
 
     @classmethod
     def forward(cls, ctx, B, a, b):
@@ -137,28 +151,30 @@ class Maximum(Op):
 
     @classmethod
     def backward(cls, ctx, B, g):
-        # Ties split the gradient equally (PyTorch's rule for maximum/minimum).
+        # PyTorch's rule: ties split the gradient equally; an input gets nothing
+        # only where it strictly loses, so where either is NaN both get g.
         a, b = ctx.a, ctx.b
         na, nb = ctx.needs_input_grad
-        win = getattr(B, cls._pick)(a, b)
-        tie = B.eq(a, b)
-        half = B.mul(g, 0.5)
+        gs = B.where(B.eq(a, b), B.mul(g, 0.5), g)
         ga = gb = None
         if na:
-            ga = unbroadcast(B, B.where(win, g, B.where(tie, half, 0)), tuple(B.shape(a)))
+            ga = unbroadcast(B, B.where(getattr(B, cls._a_loses)(a, b), 0, gs),
+                             tuple(B.shape(a)))
         if nb:
-            gb = unbroadcast(B, B.where(win, 0, B.where(tie, half, g)), tuple(B.shape(b)))
+            gb = unbroadcast(B, B.where(getattr(B, cls._b_loses)(a, b), 0, gs),
+                             tuple(B.shape(b)))
         return ga, gb
 
 
 class Minimum(Maximum):
     name = "minimum"
-    _pick = "lt"
+    _a_loses, _b_loses = "gt", "lt"
 
 
 # -------------------------------------------------------------------- unary
 class Neg(Op):
     name = "neg"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -172,6 +188,7 @@ class Neg(Op):
 
 class Exp(Op):
     name = "exp"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -186,6 +203,7 @@ class Exp(Op):
 
 class Log(Op):
     name = "log"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -200,6 +218,7 @@ class Log(Op):
 
 class Sqrt(Op):
     name = "sqrt"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -214,6 +233,7 @@ class Sqrt(Op):
 
 class Abs(Op):
     name = "abs"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -229,6 +249,7 @@ class Abs(Op):
 
 class Sign(Op):
     name = "sign"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -244,6 +265,7 @@ class Where(Op):
     """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
 
     name = "where"
+    saves = (0,)
     fresh_grads = True
 
     @staticmethod
@@ -264,6 +286,7 @@ class Where(Op):
 
 class Cast(Op):
     name = "cast"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dtype):
@@ -279,6 +302,7 @@ class Copy(Op):
     """A copy keeps the tensor's identity on the tape: its gradient flows straight back."""
 
     name = "copy"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a):

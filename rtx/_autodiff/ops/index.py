@@ -12,6 +12,7 @@ class IndexSelect(Op):
     """Row gather; its backward is ``index_add`` (the adjoint)."""
 
     name = "index_select"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -29,6 +30,7 @@ class IndexAdd(Op):
     """Row scatter-add; its backward is ``index_select`` (the adjoint)."""
 
     name = "index_add"
+    saves = ()
     fresh_grads = True
 
     @staticmethod

@@ -12,6 +12,7 @@ class MatMul(Op):
     """matmul of operands with >= 2 dims (batch dims broadcast)."""
 
     name = "matmul"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod

@@ -28,6 +28,7 @@ def _expand_back(B: Any, g: Any, shape: tuple[int, ...], dim: Any, keepdim: bool
 
 class Sum(Op):
     name = "sum"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):
@@ -41,6 +42,7 @@ class Sum(Op):
 
 class Mean(Op):
     name = "mean"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -64,6 +66,7 @@ class Max(Op):
     attain the extremum (PyTorch's rule for ``amax`` and full ``max()``)."""
 
     name = "max"
+    saves = (0, -1)
     fresh_grads = True
     _reduce = "max"
 
@@ -78,7 +81,10 @@ class Max(Op):
         shape = tuple(B.shape(ctx.a))
         kshape = _keepdim_shape(shape, ctx.dim)
         m = B.broadcast_to(B.reshape(ctx.out, kshape), shape)
-        hit = B.cast(B.eq(ctx.a, m), B.dtype(g))
+        a = ctx.a
+        # where the extremum is NaN, the NaN elements share the gradient (PyTorch's
+        # rule for max()/max(dim); NaN == NaN is false, so eq alone would hit none)
+        hit = B.cast(B.where(B.ne(m, m), B.ne(a, a), B.eq(a, m)), B.dtype(g))
         count = B.sum(hit, ctx.dim, keepdim=True)
         share = B.broadcast_to(B.div(B.reshape(g, kshape), count), shape)
         return (B.mul(hit, share),)

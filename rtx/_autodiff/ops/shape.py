@@ -10,6 +10,7 @@ from .base import Op, unbroadcast
 # -------------------------------------------------------------------- shape
 class Reshape(Op):
     name = "reshape"
+    saves = ()
     view = True
 
     @staticmethod
@@ -24,6 +25,7 @@ class Reshape(Op):
 
 class Permute(Op):
     name = "permute"
+    saves = ()
     view = True
 
     @staticmethod
@@ -41,6 +43,7 @@ class Permute(Op):
 
 class BroadcastTo(Op):
     name = "broadcast_to"
+    saves = ()
     view = True
 
     @staticmethod
@@ -57,6 +60,7 @@ class GetItem(Op):
     """Basic and advanced indexing; repeated indices accumulate in the backward."""
 
     name = "getitem"
+    saves = ()
     fresh_grads = True
     view = True
 
@@ -74,6 +78,7 @@ class Concat(Op):
     """``concat(*xs, dim=d)``: the gradient is split back along ``dim``."""
 
     name = "concat"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):
@@ -97,6 +102,7 @@ class Concat(Op):
 
 class Stack(Op):
     name = "stack"
+    saves = ()
 
     @staticmethod
     def forward(ctx, B, *xs, dim=0):

@@ -1,0 +1,220 @@
+"""Elementwise fusion: chains of 4 and 8 ops over 10M float32 elements.
+
+Side by side in one process, interleaved (A B C A B C ...), all on the same
+thread count (default 2):
+
+- ``rtx fused``: ``Fusion(CpuBackend())`` (one blocked OpenMP pass);
+- ``rtx unfused``: ``CpuBackend()`` (one numpy ufunc per op, owned buffers);
+- ``numexpr`` (multi-threaded, blocked) on the same expression;
+- ``numpy`` (one ufunc per op, fresh temporaries);
+- ``torch eager`` and ``torch.compile`` (inductor, CPU; C++/OpenMP codegen).
+
+``fwd``: the chain's value.  ``fwd+bwd``: ``chain.sum()`` and its backward,
+gradients for every input read back (rtx's lazily fused gradients included).
+Before timing, every library's forward (and gradient) is compared with numpy.
+Also reported: the fused forward's peak extra memory (rtx ``memory_stats``:
+peak minus inputs and output).  Prints medians (ms) and ratios; quote them
+with the machine load (printed).  Run: ``python benchmarks/bench_fusion.py``
+(``--help`` for options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+try:   # python benchmarks/run.py fusion (or python -m benchmarks fusion)
+    from .bench import _loadavg, _try_import, interleaved, machine, table, today
+except ImportError:   # python benchmarks/bench_fusion.py
+    from bench import (  # type: ignore[no-redef]
+        _loadavg,
+        _try_import,
+        interleaved,
+        machine,
+        table,
+        today,
+    )
+
+import rtx
+from rtx.fusion import Fusion
+
+SLOPE = 0.01
+
+
+def chain(a: Any, b: Any, c: Any, d: Any, n_ops: int, lib: Any) -> Any:
+    """4 ops: leaky_relu(a + b) * c - d; 8 ops: + relu, * 0.5, + a, minimum(., b)."""
+    lrelu = lib.leaky_relu if lib is rtx else lib.nn.functional.leaky_relu
+    h = lrelu(a + b, SLOPE) * c - d
+    if n_ops == 8:
+        h = lib.minimum(lib.relu(h) * 0.5 + a, b)
+    return h
+
+
+def chain_numpy(a: Any, b: Any, c: Any, d: Any, n_ops: int) -> np.ndarray:
+    h = a + b
+    h = np.where(h > 0, h, h * np.float32(SLOPE))
+    h = h * c - d
+    if n_ops == 8:
+        h = np.minimum(np.maximum(h, 0) * np.float32(0.5) + a, b)
+    return h
+
+
+def numexpr_expr(n_ops: int) -> str:
+    lr = f"where(a + b > 0, a + b, (a + b) * {SLOPE})"
+    h = f"({lr}) * c - d"
+    if n_ops == 8:
+        r = f"where({h} > 0, {h}, 0) * 0.5 + a"
+        h = f"where({r} < b, {r}, b)"
+    return h
+
+
+def _peak_row(fz: Fusion, ts: list[Any], n_ops: int, n: int) -> list[str]:
+    """The fused forward's peak rtx memory beyond its inputs and output."""
+    gc.collect()
+    rtx.empty_cache()
+    rtx.reset_peak_memory_stats()
+    cur = rtx.memory_stats()["current_bytes"]      # the inputs (and nothing else live)
+    with rtx.use_backend(fz):
+        y = chain(*ts, n_ops, rtx)
+        y.numpy()
+    extra = rtx.memory_stats()["peak_bytes"] - cur - n * 4
+    del y
+    return [f"{n_ops} ops", f"{cur / 2**20:.0f}", f"{n * 4 / 2**20:.0f}",
+            f"{extra / 2**20:.2f}"]
+
+
+def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz: Fusion,
+                cpu: Any, ne: Any, torch: Any, rows: list[list[str]],
+                peak_rows: list[list[str]]) -> None:
+    """Time one chain length in every library (rows appended to ``rows``)."""
+    n = args.n
+    want = chain_numpy(*host, n_ops)
+    cases: dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
+    for name, backend in (("rtx fused", fz), ("rtx unfused", cpu)):
+        with rtx.use_backend(backend):
+            ts = [rtx.tensor(h) for h in host]
+            tg = [rtx.tensor(h, requires_grad=True) for h in host]
+        tensors[name] = (ts, tg)
+
+        def fwd(ts: Any = ts) -> Any:
+            return chain(*ts, n_ops, rtx).numpy()
+
+        def fwd_bwd(tg: Any = tg) -> Any:
+            for t in tg:
+                t.grad = None
+            chain(*tg, n_ops, rtx).sum().backward()
+            return [t.grad.numpy() for t in tg]
+
+        np.testing.assert_allclose(fwd(), want, rtol=1e-5, atol=1e-6)
+        if backend is fz:
+            peak_rows.append(_peak_row(fz, ts, n_ops, n))
+        cases[(name, "fwd")] = fwd
+        cases[(name, "fwd+bwd")] = fwd_bwd
+    if ne is not None:
+        expr = numexpr_expr(n_ops)
+        env = dict(zip("abcd", host, strict=True))
+        np.testing.assert_allclose(ne.evaluate(expr, local_dict=env), want, rtol=1e-5,
+                                   atol=1e-6)
+        cases[("numexpr", "fwd")] = lambda expr=expr, env=env: ne.evaluate(
+            expr, local_dict=env)
+    cases[("numpy", "fwd")] = lambda: chain_numpy(*host, n_ops)
+    if torch is not None:
+        tt = [torch.from_numpy(h) for h in host]
+        tq = [torch.from_numpy(h.copy()).requires_grad_() for h in host]
+
+        def t_fwd(tt: Any = tt) -> Any:
+            with torch.no_grad():
+                return chain(*tt, n_ops, torch)
+
+        def t_fwd_bwd(f: Any = None, tq: Any = tq) -> Any:
+            for t in tq:
+                t.grad = None
+            (f or (lambda *x: chain(*x, n_ops, torch)))(*tq).sum().backward()
+            return [t.grad for t in tq]
+
+        cases[("torch eager", "fwd")] = t_fwd
+        cases[("torch eager", "fwd+bwd")] = t_fwd_bwd
+        if not args.no_torch_compile:
+            try:
+                t0 = time.perf_counter()
+                cf = torch.compile(lambda a, b, c, d: chain(a, b, c, d, n_ops, torch))
+                with torch.no_grad():
+                    got = cf(*tt).numpy()
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+                t_fwd_bwd(cf)
+                print(f"# torch.compile ({n_ops} ops) compiled in "
+                      f"{time.perf_counter() - t0:.1f} s")
+
+                def c_fwd(cf: Any = cf, tt: Any = tt) -> Any:
+                    with torch.no_grad():
+                        return cf(*tt)
+
+                cases[("torch.compile", "fwd")] = c_fwd
+                cases[("torch.compile", "fwd+bwd")] = lambda cf=cf: t_fwd_bwd(cf)
+            except Exception as e:  # noqa: BLE001 - report, keep the other rows
+                print(f"# torch.compile did not compile: {type(e).__name__}: {e}",
+                      file=sys.stderr)
+    # gradients agree (rtx fused vs unfused, bitwise for this arithmetic)
+    gf = cases[("rtx fused", "fwd+bwd")]()
+    gu = cases[("rtx unfused", "fwd+bwd")]()
+    for x, y in zip(gf, gu, strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+    del gf, gu
+    keyed = {f"{k[0]}|{k[1]}": v for k, v in cases.items()}
+    med = interleaved(keyed, args.repeats, warmup=1, gap=0.02 if torch else 0.0)
+    for mode in ("fwd", "fwd+bwd"):
+        fused = med.get(f"rtx fused|{mode}")
+        for lib in ("rtx fused", "rtx unfused", "numexpr", "numpy", "torch eager",
+                    "torch.compile"):
+            t = med.get(f"{lib}|{mode}")
+            if t is None:
+                continue
+            rows.append([f"{n_ops} ops", mode, lib, f"{t * 1e3:.1f}",
+                         f"{t / fused:.2f}" if fused else "-"])
+    del tensors, cases, keyed
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=10_000_000, help="elements per operand")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--no-torch-compile", action="store_true")
+    args = p.parse_args(argv)
+    T, n = args.threads, args.n
+    rtx.set_num_threads(T)
+    ne = _try_import("numexpr")
+    torch = _try_import("torch")
+    if ne is not None:
+        ne.set_num_threads(T)
+    if torch is not None:
+        torch.set_num_threads(T)
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    print(f"# bench_fusion  {today()}  n={n} float32  threads={T}")
+    print(f"# {machine()}")
+    print(f"# load average before: {_loadavg()}")
+
+    fz, cpu = Fusion(rtx.CpuBackend()), rtx.CpuBackend()
+    rows = []
+    peak_rows = []
+    for n_ops in (4, 8):
+        bench_chain(n_ops, args, host, fz, cpu, ne, torch, rows, peak_rows)
+    print()
+    print(table(["chain", "mode", "library", "median ms", "x fused"], rows))
+    print()
+    print(table(["chain", "live before MiB", "output MiB", "fused fwd extra MiB"], peak_rows))
+    print(f"# load average after: {_loadavg()}; fusion stats: {fz.cache_info()}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sys.exit(main())

@@ -1,0 +1,107 @@
+# Shared by every kernel family (included first, after _openmp.pxi): the fused
+# dtypes one kernel source serves, and small inline row helpers.
+#
+#   real     float32 / float64 data
+#   index_t  int32 / int64 indices (user-facing; CSR arrays are always int64)
+
+from cython.parallel cimport parallel
+
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+ctypedef fused real:
+    float
+    double
+
+ctypedef fused index_t:
+    int32_t
+    int64_t
+
+cdef enum:
+    # Rows prefetched ahead of the one being read by gather/scatter loops.
+    PREFETCH_AHEAD = 4
+    # Most OpenMP threads a kernel splits its work for (stack arrays of bounds).
+    MAX_KERNEL_THREADS = 256
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
+    #else
+    #define rtx_prefetch(p) ((void)0)
+    #endif
+    /* Prefetch a whole row (up to 2 KiB of it), one request per cache line. */
+    static inline void rtx_prefetch_row(const void* p, size_t nbytes) {
+        const char* c = (const char*)p;
+        size_t off;
+        if (nbytes > 2048) nbytes = 2048;
+        for (off = 0; off < nbytes; off += 64) rtx_prefetch(c + off);
+    }
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    #define RTX_HAVE_STREAM 1
+    /* n bytes, dst 16-byte aligned, n a multiple of 16: non-temporal stores
+       (no read-for-ownership of the destination, no cache pollution). */
+    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
+        __m128i* d = (__m128i*)dst;
+        const __m128i* s = (const __m128i*)src;
+        size_t i, m = n / 16;
+        for (i = 0; i + 4 <= m; i += 4) {
+            __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
+            __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
+            _mm_stream_si128(d + i, a); _mm_stream_si128(d + i + 1, b);
+            _mm_stream_si128(d + i + 2, c); _mm_stream_si128(d + i + 3, e);
+        }
+        for (; i < m; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+    }
+    static inline void rtx_store_fence(void) { _mm_sfence(); }
+    #else
+    #define RTX_HAVE_STREAM 0
+    static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
+        memcpy(dst, src, n);
+    }
+    static inline void rtx_store_fence(void) {}
+    #endif
+    """
+    void rtx_prefetch(const void* p) noexcept nogil
+    void rtx_prefetch_row(const void* p, size_t nbytes) noexcept nogil
+    int RTX_HAVE_STREAM
+    void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil
+    void rtx_store_fence() noexcept nogil
+
+
+cdef inline int _team_size(int num_threads, Py_ssize_t work) noexcept nogil:
+    """``num_threads`` clamped to [1, MAX_KERNEL_THREADS] and to ``work`` items."""
+    cdef int T = num_threads
+    if T > MAX_KERNEL_THREADS:
+        T = MAX_KERNEL_THREADS
+    if work < T:
+        T = <int>work
+    if T < 1:
+        T = 1
+    return T
+
+
+cdef inline void _copy_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
+    cdef Py_ssize_t j
+    if F == 1:
+        dst[0] = src[0]
+    elif F * sizeof(real) <= 128:
+        for j in range(F):
+            dst[j] = src[j]
+    else:
+        memcpy(dst, src, <size_t>F * sizeof(real))
+
+
+cdef inline void _add_row(real* dst, const real* src, Py_ssize_t F) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(F):
+        dst[j] += src[j]
+
+
+cdef inline void _axpy_row(real* dst, real a, const real* src, Py_ssize_t F) noexcept nogil:
+    """dst += a * src"""
+    cdef Py_ssize_t j
+    for j in range(F):
+        dst[j] += a * src[j]

@@ -1,0 +1,628 @@
+# Fused elementwise evaluator (rtx.fusion): runs a small register-machine
+# program over cache-sized blocks of a broadcast output, in parallel over
+# blocks, with no Python per element or per block.
+#
+# A program is ``ninstr`` rows of 6 int32: ``op, dst, a, b, c, imm``.
+# Registers ``0 .. nin-1`` are the inputs, ``nin .. nin+nconst-1`` the scalar
+# constants (filled once per thread), the rest temporaries.  Each register is
+# a block-sized slice of a thread's scratch, except that a contiguous input
+# that covers the whole output is read in place, and an output register points
+# straight into its output array (so an output is written exactly once, with
+# no copy).  Unused operand fields are -1; ``imm`` indexes ``imms`` (the
+# slope of leaky_relu, the alpha of elu).
+#
+# Every element is computed independently of how the elements are blocked or
+# which thread runs a block, so results are bit-for-bit identical for any
+# thread count and block size.
+#
+# Everything the nogil loop reads is validated first, at the Python boundary
+# (``fused_eval``): opcodes, operand arity, register indices (each read only
+# after it is written), output registers (distinct, written exactly once),
+# output buffers (dtype, size, C-contiguity, writable, no overlap with an
+# input or another output) and inputs (dtype, broadcast-compatible shape,
+# strides computed HERE from the arrays themselves, so each read stays inside
+# its input).  The program and constants are private C copies.
+
+from cython.parallel cimport parallel
+
+from libc.math cimport exp, expf, expm1, expm1f, fabs, fabsf, log, logf, sqrt, sqrtf
+from libc.math cimport pow as c_pow
+from libc.math cimport powf, tanh, tanhf
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef enum:
+    FX_COPY = 0
+    FX_NEG = 1
+    FX_EXP = 2
+    FX_LOG = 3
+    FX_SQRT = 4
+    FX_ABS = 5
+    FX_SIGN = 6
+    FX_TANH = 7
+    FX_SIGMOID = 8
+    FX_RELU = 9
+    FX_LEAKY_RELU = 10
+    FX_ELU = 11
+    FX_ADD = 12
+    FX_SUB = 13
+    FX_MUL = 14
+    FX_DIV = 15
+    FX_POW = 16
+    FX_MAXIMUM = 17
+    FX_MINIMUM = 18
+    FX_EQ = 19
+    FX_NE = 20
+    FX_LT = 21
+    FX_LE = 22
+    FX_GT = 23
+    FX_GE = 24
+    FX_WHERE = 25
+    FX_NOPS = 26
+    FX_MAX_DIMS = 64
+    FX_MAX_REGS = 4096
+
+# name -> (opcode, number of register operands, uses an immediate)
+FUSED_OPS = {
+    "copy": (FX_COPY, 1, False), "neg": (FX_NEG, 1, False), "exp": (FX_EXP, 1, False),
+    "log": (FX_LOG, 1, False), "sqrt": (FX_SQRT, 1, False), "abs": (FX_ABS, 1, False),
+    "sign": (FX_SIGN, 1, False), "tanh": (FX_TANH, 1, False),
+    "sigmoid": (FX_SIGMOID, 1, False), "relu": (FX_RELU, 1, False),
+    "leaky_relu": (FX_LEAKY_RELU, 1, True), "elu": (FX_ELU, 1, True),
+    "add": (FX_ADD, 2, False), "sub": (FX_SUB, 2, False), "mul": (FX_MUL, 2, False),
+    "div": (FX_DIV, 2, False), "pow": (FX_POW, 2, False),
+    "maximum": (FX_MAXIMUM, 2, False), "minimum": (FX_MINIMUM, 2, False),
+    "eq": (FX_EQ, 2, False), "ne": (FX_NE, 2, False), "lt": (FX_LT, 2, False),
+    "le": (FX_LE, 2, False), "gt": (FX_GT, 2, False), "ge": (FX_GE, 2, False),
+    "where": (FX_WHERE, 3, False),
+}
+
+cdef int _FX_ARITY[FX_NOPS]
+cdef bint _FX_IMM[FX_NOPS]
+for _name, (_code, _arity, _imm) in FUSED_OPS.items():
+    _FX_ARITY[_code] = _arity
+    _FX_IMM[_code] = _imm
+
+# Elements below which a fused call runs on one thread (waking the team costs
+# a few microseconds; 32K elements are ~10-40 us of work).
+cdef Py_ssize_t FUSED_PARALLEL_MIN = 1 << 15
+
+
+cdef struct FxPlan:
+    int nin
+    int nconst
+    int nregs
+    int ninstr
+    int nout
+    int nd
+    Py_ssize_t total
+    Py_ssize_t block
+    int32_t* prog
+    int32_t* out_regs
+    int64_t* shape      # nd
+    int64_t* strides    # nin * nd, in elements
+    char* direct        # nin: read in place (contiguous, covers the output)
+    double* consts      # nconst
+    double* imms
+    char** inp          # nin base pointers
+    char** outp         # nout base pointers
+
+
+# ------------------------------------------------------------------ the ops
+cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef real x, e
+    if op == FX_COPY:
+        for i in range(n):
+            d[i] = a[i]
+    elif op == FX_NEG:
+        for i in range(n):
+            d[i] = -a[i]
+    elif op == FX_EXP:
+        for i in range(n):
+            if real is float:
+                d[i] = expf(a[i])
+            else:
+                d[i] = exp(a[i])
+    elif op == FX_LOG:
+        for i in range(n):
+            if real is float:
+                d[i] = logf(a[i])
+            else:
+                d[i] = log(a[i])
+    elif op == FX_SQRT:
+        for i in range(n):
+            if real is float:
+                d[i] = sqrtf(a[i])
+            else:
+                d[i] = sqrt(a[i])
+    elif op == FX_ABS:
+        for i in range(n):
+            if real is float:
+                d[i] = fabsf(a[i])
+            else:
+                d[i] = fabs(a[i])
+    elif op == FX_SIGN:
+        # sign(0) = 0, sign(nan) = nan
+        for i in range(n):
+            x = a[i]
+            d[i] = x if x != x else <real>((x > 0) - (x < 0))
+    elif op == FX_TANH:
+        for i in range(n):
+            if real is float:
+                d[i] = tanhf(a[i])
+            else:
+                d[i] = tanh(a[i])
+    elif op == FX_SIGMOID:
+        # the CPU backend's stable form: exp(-|x|) never overflows
+        for i in range(n):
+            x = a[i]
+            if real is float:
+                e = expf(-fabsf(x))
+            else:
+                e = exp(-fabs(x))
+            d[i] = 1 / (1 + e) if x >= 0 else e / (1 + e)
+    elif op == FX_RELU:
+        # maximum(x, 0): NaN propagates
+        for i in range(n):
+            x = a[i]
+            d[i] = x if (x >= 0 or x != x) else 0
+    elif op == FX_LEAKY_RELU:
+        for i in range(n):
+            x = a[i]
+            d[i] = x if x > 0 else x * k
+    elif op == FX_ELU:
+        # x > 0: x; else alpha * expm1(x)  (x <= 0 or NaN there, = min(x, 0))
+        for i in range(n):
+            x = a[i]
+            if x > 0:
+                d[i] = x
+            elif real is float:
+                d[i] = k * expm1f(x)
+            else:
+                d[i] = k * expm1(x)
+
+
+cdef void _fx_binary(int op, real* d, const real* a, const real* b,
+                     Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef real x, y
+    if op == FX_ADD:
+        for i in range(n):
+            d[i] = a[i] + b[i]
+    elif op == FX_SUB:
+        for i in range(n):
+            d[i] = a[i] - b[i]
+    elif op == FX_MUL:
+        for i in range(n):
+            d[i] = a[i] * b[i]
+    elif op == FX_DIV:
+        for i in range(n):
+            d[i] = a[i] / b[i]
+    elif op == FX_POW:
+        for i in range(n):
+            if real is float:
+                d[i] = powf(a[i], b[i])
+            else:
+                d[i] = c_pow(a[i], b[i])
+    elif op == FX_MAXIMUM:
+        for i in range(n):
+            x = a[i]
+            y = b[i]
+            d[i] = x if (x >= y or x != x) else y
+    elif op == FX_MINIMUM:
+        for i in range(n):
+            x = a[i]
+            y = b[i]
+            d[i] = x if (x <= y or x != x) else y
+    elif op == FX_EQ:
+        for i in range(n):
+            d[i] = a[i] == b[i]
+    elif op == FX_NE:
+        for i in range(n):
+            d[i] = a[i] != b[i]
+    elif op == FX_LT:
+        for i in range(n):
+            d[i] = a[i] < b[i]
+    elif op == FX_LE:
+        for i in range(n):
+            d[i] = a[i] <= b[i]
+    elif op == FX_GT:
+        for i in range(n):
+            d[i] = a[i] > b[i]
+    elif op == FX_GE:
+        for i in range(n):
+            d[i] = a[i] >= b[i]
+
+
+cdef void _fx_where(real* d, const real* c, const real* a, const real* b,
+                    Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        d[i] = a[i] if c[i] != 0 else b[i]
+
+
+# ----------------------------------------------------------- the block loop
+cdef void _fx_gather(real* dst, const real* base, const int64_t* strides,
+                     const int64_t* shape, int nd, Py_ssize_t start,
+                     Py_ssize_t n) noexcept nogil:
+    """Elements ``start .. start+n`` (row-major over ``shape``) of a strided input."""
+    cdef int64_t idx[FX_MAX_DIMS]
+    cdef Py_ssize_t rem = start, off = 0, i = 0, run, j, sl, L
+    cdef int d, last = nd - 1
+    cdef const real* p
+    for d in range(nd - 1, -1, -1):
+        idx[d] = rem % shape[d]
+        rem = rem // shape[d]
+        off += idx[d] * strides[d]
+    sl = strides[last]
+    L = shape[last]
+    while i < n:
+        run = L - idx[last]
+        if run > n - i:
+            run = n - i
+        p = base + off
+        if sl == 0:
+            for j in range(run):
+                dst[i + j] = p[0]
+        elif sl == 1:
+            for j in range(run):
+                dst[i + j] = p[j]
+        else:
+            for j in range(run):
+                dst[i + j] = p[j * sl]
+        i += run
+        off += run * sl
+        idx[last] += run
+        if idx[last] == L and i < n:
+            off -= L * sl
+            idx[last] = 0
+            d = last - 1
+            while d >= 0:
+                idx[d] += 1
+                off += strides[d]
+                if idx[d] < shape[d]:
+                    break
+                off -= shape[d] * strides[d]
+                idx[d] = 0
+                d -= 1
+
+
+cdef void _fx_thread_init(const FxPlan* P, real** regp, real* slots) noexcept nogil:
+    """Point each register at its scratch slot; fill the constant registers."""
+    cdef int r
+    cdef Py_ssize_t i
+    cdef real v
+    for r in range(P.nregs):
+        regp[r] = slots + r * P.block
+    for r in range(P.nconst):
+        v = <real>P.consts[r]
+        for i in range(P.block):
+            regp[P.nin + r][i] = v
+
+
+cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noexcept nogil:
+    cdef Py_ssize_t start = b * P.block
+    cdef Py_ssize_t n = P.total - start
+    cdef int r, k, op
+    cdef const int32_t* ins
+    cdef real imm
+    if n > P.block:
+        n = P.block
+    for r in range(P.nin):
+        if P.direct[r]:
+            regp[r] = (<real*>P.inp[r]) + start
+        else:
+            regp[r] = slots + r * P.block
+            _fx_gather(regp[r], <const real*>P.inp[r], P.strides + r * P.nd, P.shape,
+                       P.nd, start, n)
+    for r in range(P.nout):
+        regp[P.out_regs[r]] = (<real*>P.outp[r]) + start
+    for k in range(P.ninstr):
+        ins = P.prog + 6 * k
+        op = ins[0]
+        if op == FX_WHERE:
+            _fx_where(regp[ins[1]], regp[ins[2]], regp[ins[3]], regp[ins[4]], n)
+        elif op >= FX_ADD:
+            _fx_binary(op, regp[ins[1]], regp[ins[2]], regp[ins[3]], n)
+        else:
+            imm = <real>P.imms[ins[5]] if ins[5] >= 0 else 0
+            _fx_unary(op, regp[ins[1]], regp[ins[2]], imm, n)
+
+
+cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_thread,
+                      real** regp_all, int nt) noexcept nogil:
+    cdef Py_ssize_t nblocks = (P.total + P.block - 1) // P.block
+    cdef Py_ssize_t b
+    cdef int tid = 0
+    cdef real** regp = regp_all
+    cdef real* slots = <real*>scratch
+    if nt <= 1:
+        _fx_thread_init(P, regp_all, <real*>scratch)
+        for b in range(nblocks):
+            _fx_block(P, regp_all, <real*>scratch, b)
+        return
+    with parallel(num_threads=nt):
+        tid = rtx_omp_thread_num()
+        regp = regp_all + tid * P.nregs
+        slots = <real*>(scratch + tid * per_thread)
+        _fx_thread_init(P, regp, slots)
+        for b in prange(nblocks, schedule="static"):
+            _fx_block(P, regp, slots, b)
+
+
+# ------------------------------------------------------- the Python boundary
+cdef inline Py_ssize_t _fx_data(cnp.ndarray a) noexcept:
+    return <Py_ssize_t>cnp.PyArray_DATA(a)
+
+
+cdef tuple _fx_extent(cnp.ndarray a):
+    """(lowest, highest+1) byte address an array's elements occupy."""
+    cdef Py_ssize_t lo = _fx_data(a), hi = lo
+    cdef int d
+    cdef cnp.npy_intp* sh = cnp.PyArray_DIMS(a)
+    cdef cnp.npy_intp* st = cnp.PyArray_STRIDES(a)
+    if cnp.PyArray_SIZE(a) == 0:
+        return lo, lo
+    for d in range(cnp.PyArray_NDIM(a)):
+        if st[d] < 0:
+            lo += (sh[d] - 1) * st[d]
+        else:
+            hi += (sh[d] - 1) * st[d]
+    return lo, hi + cnp.PyArray_ITEMSIZE(a)
+
+
+def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,
+               tuple shape, int num_threads=1, Py_ssize_t block=2048):
+    """Run a fused elementwise program (see the top of ``_fused.pxi``).
+
+    ``inputs``: arrays of the program's dtype (float32 or float64), each
+    broadcastable to ``shape``; ``outputs``: fresh C-contiguous arrays of
+    ``shape`` and that dtype, written at ``out_regs``.  Raises ``TypeError`` /
+    ``ValueError`` before anything is written when any part is inconsistent.
+    """
+    cdef int32_t[:, ::1] pv
+    cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, r
+    cdef int op, arity, nt, g
+    cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc
+    cdef FxPlan P
+    cdef char* sp
+    cdef char* scratch = NULL
+    cdef void** regp = NULL
+    cdef int32_t* prog_c = NULL
+    cdef int32_t* outr_c = NULL
+    cdef int64_t* shp_c = NULL
+    cdef int64_t* str_c = NULL
+    cdef char* dir_c = NULL
+    cdef double* con_c = NULL
+    cdef double* imm_c = NULL
+    cdef char** inp_c = NULL
+    cdef char** outp_c = NULL
+    cdef int64_t full_shape[FX_MAX_DIMS]
+
+    import numpy as np
+
+    # -- program
+    prog = np.ascontiguousarray(prog, dtype=np.int32)
+    if prog.ndim != 2 or prog.shape[1] != 6:
+        raise ValueError("fused_eval: the program must be an (n, 6) int32 array")
+    consts = np.ascontiguousarray(consts, dtype=np.float64).reshape(-1)
+    imms = np.ascontiguousarray(imms, dtype=np.float64).reshape(-1)
+    out_regs = np.ascontiguousarray(out_regs, dtype=np.int32).reshape(-1)
+    pv = prog
+    ninstr = pv.shape[0]
+    nconst = consts.shape[0]
+    if nout < 1 or out_regs.shape[0] != nout:
+        raise ValueError("fused_eval: need one output register per output (and >= 1 output)")
+    if not nin + nconst <= nregs <= FX_MAX_REGS:
+        raise ValueError(f"fused_eval: nregs={nregs} must be in [{nin + nconst}, {FX_MAX_REGS}]")
+    defined = [True] * (nin + nconst) + [False] * (nregs - nin - nconst)
+    writes = [0] * nregs
+    for k in range(ninstr):
+        op = pv[k, 0]
+        if not 0 <= op < FX_NOPS:
+            raise ValueError(f"fused_eval: instruction {k} has an unknown opcode {op}")
+        arity = _FX_ARITY[op]
+        r = pv[k, 1]
+        if not nin + nconst <= r < nregs:
+            raise ValueError(f"fused_eval: instruction {k} writes register {r}, "
+                             "which is not a temporary")
+        for j in range(3):
+            s = pv[k, 2 + j]
+            if j < arity:
+                if not 0 <= s < nregs or not defined[s]:
+                    raise ValueError(f"fused_eval: instruction {k} reads register {s}, "
+                                     "which is out of range or not yet written")
+            elif s != -1:
+                raise ValueError(f"fused_eval: instruction {k} has a stray operand {s}")
+        s = pv[k, 5]
+        if _FX_IMM[op]:
+            if not 0 <= s < imms.shape[0]:
+                raise ValueError(f"fused_eval: instruction {k} reads immediate {s}, "
+                                 "which is out of range")
+        elif s != -1:
+            raise ValueError(f"fused_eval: instruction {k} has a stray immediate {s}")
+        defined[r] = True
+        writes[r] += 1
+    if len(set(out_regs.tolist())) != nout:
+        raise ValueError("fused_eval: output registers must be distinct")
+    for j in range(nout):
+        r = out_regs[j]
+        if not nin + nconst <= r < nregs or writes[r] != 1:
+            raise ValueError(f"fused_eval: output register {r} must be a temporary "
+                             "written by exactly one instruction")
+
+    # -- shape
+    D = len(shape)
+    if D > FX_MAX_DIMS:
+        raise ValueError(f"fused_eval: at most {FX_MAX_DIMS} dims")
+    for i in range(D):
+        s = shape[i]
+        if s < 0:
+            raise ValueError(f"fused_eval: negative extent in shape {shape}")
+        full_shape[i] = s
+        if s and total > (<Py_ssize_t>1 << 62) // s:
+            raise ValueError(f"fused_eval: shape {shape} is too large")
+        total *= s
+    if not 16 <= block <= (1 << 16):
+        raise ValueError("fused_eval: block must be in [16, 65536]")
+
+    # -- outputs
+    first = outputs[0]
+    if not isinstance(first, np.ndarray) or first.dtype not in (np.float32, np.float64):
+        raise TypeError("fused_eval: outputs must be float32 or float64 numpy arrays")
+    dt = first.dtype
+    itemsize = dt.itemsize
+    spans = []
+    for o in outputs:
+        if not isinstance(o, np.ndarray) or o.dtype != dt:
+            raise TypeError(f"fused_eval: every output must be a {dt} numpy array")
+        if not o.flags.c_contiguous or not o.flags.writeable or o.size != total:
+            raise ValueError("fused_eval: outputs must be writable, C-contiguous and hold "
+                             f"{total} elements")
+        spans.append(_fx_extent(o))
+    in_spans = []
+    for x in inputs:
+        if not isinstance(x, np.ndarray) or x.dtype != dt:
+            raise TypeError(f"fused_eval: every input must be a {dt} numpy array")
+        if x.ndim > D:
+            raise ValueError(f"fused_eval: input of shape {x.shape} has more dims than {shape}")
+        for i in range(x.ndim):
+            if x.shape[i] != 1 and x.shape[i] != shape[D - x.ndim + i]:
+                raise ValueError(f"fused_eval: input of shape {x.shape} does not broadcast "
+                                 f"to {shape}")
+            if x.strides[i] % itemsize:
+                raise ValueError("fused_eval: input strides must be multiples of the itemsize")
+        in_spans.append(_fx_extent(x))
+    for i in range(nout):
+        lo, hi = spans[i]
+        for lo2, hi2 in spans[:i] + in_spans:
+            if lo < hi2 and lo2 < hi:
+                raise ValueError("fused_eval: an output overlaps an input or another output")
+    if total == 0:
+        return
+
+    # -- collapse dims: per-input element strides (0 where broadcast), size-1
+    # dims dropped, neighbours merged where every input is contiguous across them
+    sv = [[0] * D for i in range(nin)]
+    for i in range(nin):
+        a = inputs[i]
+        for j in range(D):
+            k = j - (D - a.ndim)
+            if k >= 0 and a.shape[k] != 1:
+                sv[i][j] = a.strides[k] // itemsize
+    groups = []      # (collapsed extent, per-input stride of the group's innermost dim)
+    for j in range(D):
+        if full_shape[j] == 1:
+            continue
+        g = len(groups) - 1
+        if g >= 0 and all(groups[g][1][i] == sv[i][j] * full_shape[j] for i in range(nin)):
+            groups[g] = (groups[g][0] * full_shape[j], [sv[i][j] for i in range(nin)])
+        else:
+            groups.append((full_shape[j], [sv[i][j] for i in range(nin)]))
+    if not groups:
+        groups = [(1, [0] * nin)]
+    nd = len(groups)
+
+    # -- private C copies of everything the nogil loop reads
+    try:
+        prog_c = <int32_t*>malloc(max(ninstr, 1) * 6 * sizeof(int32_t))
+        outr_c = <int32_t*>malloc(nout * sizeof(int32_t))
+        shp_c = <int64_t*>malloc(nd * sizeof(int64_t))
+        str_c = <int64_t*>malloc(max(nin, 1) * nd * sizeof(int64_t))
+        dir_c = <char*>malloc(max(nin, 1))
+        con_c = <double*>malloc(max(nconst, 1) * sizeof(double))
+        imm_c = <double*>malloc(max(imms.shape[0], 1) * sizeof(double))
+        inp_c = <char**>malloc(max(nin, 1) * sizeof(char*))
+        outp_c = <char**>malloc(nout * sizeof(char*))
+        nt = num_threads
+        if nt > 256:
+            nt = 256
+        if nt < 1 or total < FUSED_PARALLEL_MIN:
+            nt = 1
+        if nt > (total + block - 1) // block:
+            nt = <int>((total + block - 1) // block)
+        per_thread = ((nregs * block * itemsize + 63) // 64) * 64
+        scratch = <char*>malloc(nt * per_thread + 64)
+        regp = <void**>malloc(nt * nregs * sizeof(void*))
+        if (prog_c == NULL or outr_c == NULL or shp_c == NULL or str_c == NULL
+                or dir_c == NULL or con_c == NULL or imm_c == NULL or inp_c == NULL
+                or outp_c == NULL or scratch == NULL or regp == NULL):
+            raise MemoryError("fused_eval: out of memory for the program's scratch")
+        for k in range(ninstr):
+            for j in range(6):
+                prog_c[6 * k + j] = pv[k, j]
+        for j in range(nout):
+            outr_c[j] = out_regs[j]
+            outp_c[j] = <char*>_fx_data(outputs[j])
+        for j in range(nd):
+            shp_c[j] = groups[j][0]
+        for i in range(nin):
+            inp_c[i] = <char*>_fx_data(inputs[i])
+            for j in range(nd):
+                str_c[i * nd + j] = groups[j][1][i]
+            acc = 1
+            dir_c[i] = 1
+            for j in range(nd - 1, -1, -1):
+                if str_c[i * nd + j] != acc:
+                    dir_c[i] = 0
+                acc *= shp_c[j]
+        for j in range(nconst):
+            con_c[j] = consts[j]
+        for j in range(imms.shape[0]):
+            imm_c[j] = imms[j]
+        P.nin = nin
+        P.nconst = nconst
+        P.nregs = nregs
+        P.ninstr = ninstr
+        P.nout = nout
+        P.nd = nd
+        P.total = total
+        P.block = block
+        P.prog = prog_c
+        P.out_regs = outr_c
+        P.shape = shp_c
+        P.strides = str_c
+        P.direct = dir_c
+        P.consts = con_c
+        P.imms = imm_c
+        P.inp = inp_c
+        P.outp = outp_c
+        # 64-byte aligned scratch slots
+        sp = scratch + ((64 - (<size_t>scratch) % 64) % 64)
+        with nogil:
+            if itemsize == 4:
+                _fx_execute(<float*>NULL, &P, sp, per_thread, <float**>regp, nt)
+            else:
+                _fx_execute(<double*>NULL, &P, sp, per_thread, <double**>regp, nt)
+    finally:
+        free(prog_c)
+        free(outr_c)
+        free(shp_c)
+        free(str_c)
+        free(dir_c)
+        free(con_c)
+        free(imm_c)
+        free(inp_c)
+        free(outp_c)
+        free(scratch)
+        free(regp)
+
+
+def get_fused_parallel_min():
+    """Elements below which a fused call runs on one thread."""
+    return FUSED_PARALLEL_MIN
+
+
+def set_fused_parallel_min(Py_ssize_t n):
+    """Set the fused kernels' parallel threshold (elements); returns the old one."""
+    global FUSED_PARALLEL_MIN
+    if n < 0:
+        raise ValueError("the threshold must be >= 0")
+    old = FUSED_PARALLEL_MIN
+    FUSED_PARALLEL_MIN = n
+    return old

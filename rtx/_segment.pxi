@@ -1,0 +1,581 @@
+# Segment reductions and segment softmax over a CSR grouping (_csr.pxi).
+#
+# Data arrive as 2-D ``(E, H)`` C-contiguous arrays (trailing dims flattened;
+# H = 1 for 1-D scores), the grouping as ``perm``/``ptr`` int64 arrays from
+# ``csr_build`` over N segments.  Each segment (a destination row) is
+# computed by exactly one thread from its entries in increasing position, so
+# results are bitwise identical for any thread count.  Columns are processed
+# in blocks of SEG_BLOCK so per-segment state (max, sum) lives on the stack.
+
+from libc.math cimport INFINITY, exp, expf
+
+cdef enum:
+    SEG_BLOCK = 64
+
+# Bytes touched ((E + N) * H * itemsize) below which segment/message kernels
+# stay on one thread (same reasoning as the index kernels' cut-overs).
+cdef Py_ssize_t SEGMENT_PARALLEL_MIN = 256 << 10
+
+
+def set_segment_parallel_min(Py_ssize_t nbytes):
+    """Bytes from which segment/message kernels use threads; returns the old
+    value (for tests and benchmarks: results never depend on it)."""
+    global SEGMENT_PARALLEL_MIN
+    if nbytes < 0:
+        raise ValueError("nbytes must be >= 0")
+    old = SEGMENT_PARALLEL_MIN
+    SEGMENT_PARALLEL_MIN = nbytes
+    return old
+
+
+cdef inline real _exp(real v) noexcept nogil:
+    if real is float:
+        return expf(v)
+    else:
+        return exp(v)
+
+
+cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
+                        Py_ssize_t H, real* yp, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """y = exp(s - max) / sum(exp(s - max)) over each segment in [r0, r1)."""
+    cdef real m[SEG_BLOCK]
+    cdef real z[SEG_BLOCK]
+    cdef Py_ssize_t r, k, j, h0, hb, p0, p1
+    cdef int64_t e
+    cdef real v
+    for r in range(r0, r1):
+        p0 = ptr[r]
+        p1 = ptr[r + 1]
+        if p0 == p1:
+            continue
+        h0 = 0
+        while h0 < H:
+            hb = H - h0 if H - h0 < SEG_BLOCK else SEG_BLOCK
+            e = perm[p0]
+            for j in range(hb):
+                m[j] = sp[e * H + h0 + j]
+                z[j] = 0
+            for k in range(p0 + 1, p1):
+                e = perm[k]
+                for j in range(hb):
+                    v = sp[e * H + h0 + j]
+                    # NaN propagates: once m is NaN it stays NaN
+                    if v > m[j] or v != v:
+                        m[j] = v
+            for k in range(p0, p1):
+                e = perm[k]
+                for j in range(hb):
+                    v = _exp(sp[e * H + h0 + j] - m[j])
+                    yp[e * H + h0 + j] = v
+                    z[j] += v
+            for j in range(hb):
+                z[j] = 1 / z[j]
+            for k in range(p0, p1):
+                e = perm[k]
+                for j in range(hb):
+                    yp[e * H + h0 + j] *= z[j]
+            h0 += hb
+
+
+cdef void _softmax_bwd_rows(const real* yp, const real* gp, const int64_t* perm,
+                            const int64_t* ptr, Py_ssize_t H, real* op,
+                            Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """grad_in = y * (g - sum_seg(g * y)) over each segment in [r0, r1)."""
+    cdef real d[SEG_BLOCK]
+    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, q
+    cdef int64_t e
+    for r in range(r0, r1):
+        p0 = ptr[r]
+        p1 = ptr[r + 1]
+        if p0 == p1:
+            continue
+        h0 = 0
+        while h0 < H:
+            hb = H - h0 if H - h0 < SEG_BLOCK else SEG_BLOCK
+            for j in range(hb):
+                d[j] = 0
+            for k in range(p0, p1):
+                q = perm[k] * H + h0
+                for j in range(hb):
+                    d[j] += gp[q + j] * yp[q + j]
+            for k in range(p0, p1):
+                q = perm[k] * H + h0
+                for j in range(hb):
+                    op[q + j] = yp[q + j] * (gp[q + j] - d[j])
+            h0 += hb
+
+
+cdef void _mean_rows(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
+                     real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Sum in index order (as index_add), then divide by the count; empty -> 0."""
+    cdef Py_ssize_t r, j, n
+    cdef real cnt
+    _csr_reduce(sp, perm, ptr, F, op, r0, r1)
+    for r in range(r0, r1):
+        n = ptr[r + 1] - ptr[r]
+        if n > 1:
+            cnt = <real>n
+            for j in range(F):
+                op[r * F + j] /= cnt
+
+
+cdef void _mean_bwd_rows(const real* gp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
+                         real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """grad_in[e] = g[segment(e)] / count(segment(e))."""
+    cdef Py_ssize_t r, k, j
+    cdef real cnt
+    cdef real* dst
+    for r in range(r0, r1):
+        cnt = <real>(ptr[r + 1] - ptr[r])
+        for k in range(ptr[r], ptr[r + 1]):
+            dst = op + perm[k] * F
+            for j in range(F):
+                dst[j] = gp[r * F + j] / cnt
+
+
+cdef void _max_rows(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
+                    real* op, int64_t* ap, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Per segment and column: the max and the position of its FIRST occurrence
+    (lowest position; NaN wins and propagates).  Empty segments: 0 and -1."""
+    cdef Py_ssize_t r, k, j
+    cdef int64_t e
+    cdef real v
+    cdef real* row
+    cdef int64_t* arow
+    for r in range(r0, r1):
+        row = op + r * F
+        arow = ap + r * F
+        if ptr[r] == ptr[r + 1]:
+            for j in range(F):
+                row[j] = 0
+                arow[j] = -1
+            continue
+        e = perm[ptr[r]]
+        for j in range(F):
+            row[j] = sp[e * F + j]
+            arow[j] = e
+        for k in range(ptr[r] + 1, ptr[r + 1]):
+            e = perm[k]
+            for j in range(F):
+                v = sp[e * F + j]
+                if (v > row[j] or v != v) and row[j] == row[j]:
+                    row[j] = v
+                    arow[j] = e
+
+
+cdef void _max_bwd_rows(const real* gp, const int64_t* ap, const int64_t* perm,
+                        const int64_t* ptr, Py_ssize_t F, real* op,
+                        Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """grad_in = 0 except grad_in[argmax[r, j], j] = g[r, j] (segment r's rows only)."""
+    cdef Py_ssize_t r, k, j
+    cdef int64_t a
+    for r in range(r0, r1):
+        for k in range(ptr[r], ptr[r + 1]):
+            memset(op + perm[k] * F, 0, <size_t>F * sizeof(real))
+        for j in range(F):
+            a = ap[r * F + j]
+            if a >= 0:
+                op[a * F + j] = gp[r * F + j]
+
+
+cdef enum:
+    SEG_SOFTMAX = 0
+    SEG_SOFTMAX_BWD = 1
+    SEG_MEAN = 2
+    SEG_MEAN_BWD = 3
+    SEG_MAX = 4
+    SEG_MAX_BWD = 5
+
+
+cdef void _segment_run(int kind, const real* a, const real* b, const int64_t* perm,
+                       const int64_t* ptr, Py_ssize_t F, real* op, int64_t* ap,
+                       Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    if kind == SEG_SOFTMAX:
+        _softmax_rows(a, perm, ptr, F, op, r0, r1)
+    elif kind == SEG_SOFTMAX_BWD:
+        _softmax_bwd_rows(a, b, perm, ptr, F, op, r0, r1)
+    elif kind == SEG_MEAN:
+        _mean_rows(a, perm, ptr, F, op, r0, r1)
+    elif kind == SEG_MEAN_BWD:
+        _mean_bwd_rows(a, perm, ptr, F, op, r0, r1)
+    elif kind == SEG_MAX:
+        _max_rows(a, perm, ptr, F, op, ap, r0, r1)
+    else:
+        _max_bwd_rows(a, ap, perm, ptr, F, op, r0, r1)
+
+
+cdef int _segment_parallel(int kind, const real* a, const real* b, const int64_t* perm,
+                           const int64_t* ptr, Py_ssize_t N, Py_ssize_t F, real* op,
+                           int64_t* ap, int T) noexcept nogil:
+    """Run a row kernel over segments [0, N) on T threads (dynamic chunks of
+    equal work; the result never depends on the split)."""
+    cdef Py_ssize_t c
+    cdef Py_ssize_t nchunks = _csr_nchunks(T, N)
+    cdef Py_ssize_t* bounds
+    if T <= 1 or nchunks <= 1:
+        _mark_seen()
+        _segment_run(kind, a, b, perm, ptr, F, op, ap, 0, N)
+        return 0
+    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
+    if bounds == NULL:
+        return -1
+    _csr_split(ptr, N, nchunks, bounds)
+    for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
+        _mark_seen()
+        _segment_run(kind, a, b, perm, ptr, F, op, ap, bounds[c], bounds[c + 1])
+    free(bounds)
+    return 0
+
+
+cdef int _segment_threads(int num_threads, Py_ssize_t E, Py_ssize_t N, Py_ssize_t F,
+                          Py_ssize_t itemsize):
+    if (E + N) * F * itemsize < SEGMENT_PARALLEL_MIN:
+        return 1
+    return _team_size(num_threads, N)
+
+
+cdef Py_ssize_t _first_outside(const int64_t[:, ::1] a, int64_t lo, int64_t hi):
+    """Flat position of the first entry of ``a`` outside [lo, hi), or -1."""
+    cdef Py_ssize_t n = a.shape[0] * a.shape[1]
+    cdef Py_ssize_t i
+    cdef const int64_t* p
+    if n == 0:
+        return -1
+    p = &a[0, 0]
+    with nogil:
+        for i in range(n):
+            if p[i] < lo or p[i] >= hi:
+                return i
+    return -1
+
+
+cdef _check_grouping(const int64_t[::1] perm, const int64_t[::1] ptr, Py_ssize_t E,
+                     Py_ssize_t N, str op):
+    if perm.shape[0] != E or ptr.shape[0] < N + 1:
+        raise ValueError(f"{op}: the grouping does not match the data")
+    if N > 0 and (ptr[0] != 0 or ptr[N] != E):
+        raise ValueError(f"{op}: the grouping does not cover the data")
+
+
+def segment_softmax_csr(const real[:, ::1] scores, const int64_t[::1] perm,
+                        const int64_t[::1] ptr, real[:, ::1] out, int num_threads):
+    """Softmax of ``scores`` (E, H) over the entries of each segment (CSR
+    ``perm``/``ptr`` over N = len(ptr) - 1 segments), per column.  Stable (the
+    segment max is subtracted); entries of no segment do not exist (every
+    position belongs to one)."""
+    cdef Py_ssize_t E = scores.shape[0]
+    cdef Py_ssize_t H = scores.shape[1]
+    cdef Py_ssize_t N = ptr.shape[0] - 1
+    cdef int T, rc
+    if out.shape[0] != E or out.shape[1] != H:
+        raise ValueError("segment_softmax_csr: out has the wrong shape")
+    _check_grouping(perm, ptr, E, N, "segment_softmax_csr")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_SOFTMAX, &scores[0, 0], NULL, &perm[0], &ptr[0], N, H,
+                               &out[0, 0], NULL, T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_csr: out of memory")
+
+
+def segment_softmax_backward_csr(const real[:, ::1] y, const real[:, ::1] grad,
+                                 const int64_t[::1] perm, const int64_t[::1] ptr,
+                                 real[:, ::1] out, int num_threads):
+    """grad_in = y * (grad - segsum(grad * y)), one fused pass per segment."""
+    cdef Py_ssize_t E = y.shape[0]
+    cdef Py_ssize_t H = y.shape[1]
+    cdef Py_ssize_t N = ptr.shape[0] - 1
+    cdef int T, rc
+    if (grad.shape[0] != E or grad.shape[1] != H or out.shape[0] != E
+            or out.shape[1] != H):
+        raise ValueError("segment_softmax_backward_csr: shapes do not match")
+    _check_grouping(perm, ptr, E, N, "segment_softmax_backward_csr")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_SOFTMAX_BWD, &y[0, 0], &grad[0, 0], &perm[0], &ptr[0], N, H,
+                               &out[0, 0], NULL, T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_backward_csr: out of memory")
+
+
+def segment_mean_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
+                     real[:, ::1] out, int num_threads):
+    """out[r] = mean of src over segment r's entries (0 for an empty segment)."""
+    cdef Py_ssize_t E = src.shape[0]
+    cdef Py_ssize_t F = src.shape[1]
+    cdef Py_ssize_t N = out.shape[0]
+    cdef const real* sp = NULL
+    cdef int T, rc
+    if out.shape[1] != F or ptr.shape[0] != N + 1:
+        raise ValueError("segment_mean_csr: shapes do not match")
+    _check_grouping(perm, ptr, E, N, "segment_mean_csr")
+    _reset_seen()
+    if N == 0 or F == 0:
+        return
+    if E > 0:
+        sp = &src[0, 0]
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_MEAN, sp, NULL, &perm[0] if E > 0 else NULL, &ptr[0], N, F,
+                               &out[0, 0], NULL, T)
+    if rc != 0:
+        raise MemoryError("segment_mean_csr: out of memory")
+
+
+def segment_mean_backward_csr(const real[:, ::1] grad, const int64_t[::1] perm,
+                              const int64_t[::1] ptr, real[:, ::1] out, int num_threads):
+    """out[e] = grad[segment(e)] / count(segment(e))."""
+    cdef Py_ssize_t N = grad.shape[0]
+    cdef Py_ssize_t F = grad.shape[1]
+    cdef Py_ssize_t E = out.shape[0]
+    cdef int T, rc
+    if out.shape[1] != F or ptr.shape[0] != N + 1:
+        raise ValueError("segment_mean_backward_csr: shapes do not match")
+    _check_grouping(perm, ptr, E, N, "segment_mean_backward_csr")
+    _reset_seen()
+    if E == 0 or F == 0:
+        return
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_MEAN_BWD, &grad[0, 0], NULL, &perm[0], &ptr[0], N, F,
+                               &out[0, 0], NULL, T)
+    if rc != 0:
+        raise MemoryError("segment_mean_backward_csr: out of memory")
+
+
+def segment_max_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
+                    real[:, ::1] out, int64_t[:, ::1] argmax, int num_threads):
+    """out[r, j] = max of src[:, j] over segment r (0 when empty); ``argmax``
+    the position of its first occurrence (-1 when empty)."""
+    cdef Py_ssize_t E = src.shape[0]
+    cdef Py_ssize_t F = src.shape[1]
+    cdef Py_ssize_t N = out.shape[0]
+    cdef const real* sp = NULL
+    cdef int T, rc
+    if (out.shape[1] != F or argmax.shape[0] != N or argmax.shape[1] != F
+            or ptr.shape[0] != N + 1):
+        raise ValueError("segment_max_csr: shapes do not match")
+    _check_grouping(perm, ptr, E, N, "segment_max_csr")
+    _reset_seen()
+    if N == 0 or F == 0:
+        return
+    if E > 0:
+        sp = &src[0, 0]
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_MAX, sp, NULL, &perm[0] if E > 0 else NULL, &ptr[0], N, F,
+                               &out[0, 0], &argmax[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_max_csr: out of memory")
+
+
+def segment_max_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argmax,
+                             const int64_t[::1] perm, const int64_t[::1] ptr,
+                             real[:, ::1] out, int num_threads):
+    """out = 0 except out[argmax[r, j], j] = grad[r, j]; ``argmax`` from
+    ``segment_max_csr`` with the same grouping."""
+    cdef Py_ssize_t N = grad.shape[0]
+    cdef Py_ssize_t F = grad.shape[1]
+    cdef Py_ssize_t E = out.shape[0]
+    cdef int T, rc
+    if (out.shape[1] != F or argmax.shape[0] != N or argmax.shape[1] != F
+            or ptr.shape[0] != N + 1):
+        raise ValueError("segment_max_backward_csr: shapes do not match")
+    _check_grouping(perm, ptr, E, N, "segment_max_backward_csr")
+    if _first_outside(argmax, -1, E) >= 0:
+        raise IndexError("segment_max_backward_csr: argmax holds a position outside [-1, E)")
+    _reset_seen()
+    if E == 0 or F == 0:
+        return
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_MAX_BWD, &grad[0, 0], NULL, &perm[0], &ptr[0], N, F,
+                               &out[0, 0], <int64_t*>&argmax[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_max_backward_csr: out of memory")
+
+
+# ------------------------------------------------- segment softmax by entry order
+# For narrow rows (H * itemsize <= ENTRY_MAX_ROW_BYTES) and a random index, the
+# CSR kernels above touch one cache line per entry at random.  This variant
+# keeps the E-sized arrays sequential and only the N-sized per-segment state
+# (max, sum: small enough to stay cached) random: each thread owns a range of
+# segments (``_row_bounds``), collects its entries in increasing position once,
+# and runs max / exp+sum / scale over them.  Sums run in increasing position
+# per segment, as in the CSR kernels, so both give the same bits for any
+# thread count (the max is order-independent up to the sign of a zero, which
+# exp(s - max) does not see).
+
+# Widest rows (bytes) sent to the entry-order kernels, forward and backward:
+# measured on 2 threads, E = 1e6 random over N = 1e5, float32 (docs/performance.md):
+# H=1 forward 90 vs 176 ms (CSR), backward 60 vs 124 ms; H=8 forward 688 vs 566 ms,
+# backward 94 vs 194 ms.
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_FWD = 16
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_BWD = 32
+
+
+cdef Py_ssize_t _own_entries(const index_t* ip, Py_ssize_t E, Py_ssize_t lo, Py_ssize_t hi,
+                             int64_t* pos) noexcept nogil:
+    """Positions e (increasing) with lo <= ip[e] < hi, written branch-free; returns the count."""
+    cdef Py_ssize_t e
+    cdef Py_ssize_t n = 0
+    cdef uint64_t width = <uint64_t>(hi - lo)
+    for e in range(E):
+        pos[n] = e
+        n += (<uint64_t>(<int64_t>ip[e] - lo)) < width
+    return n
+
+
+cdef void _softmax_entries(const real* sp, const index_t* ip, const int64_t* pos, Py_ssize_t n,
+                           Py_ssize_t H, real* m, real* z, real* yp, Py_ssize_t lo,
+                           Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t k, j, q, r
+    cdef int64_t e
+    cdef real v
+    for k in range(lo * H, hi * H):
+        m[k] = -INFINITY
+        z[k] = 0
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            v = sp[q + j]
+            if v > m[r + j] or v != v:
+                m[r + j] = v
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            v = _exp(sp[q + j] - m[r + j])
+            yp[q + j] = v
+            z[r + j] += v
+    for k in range(lo * H, hi * H):
+        if z[k] != 0:
+            z[k] = 1 / z[k]
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            yp[q + j] *= z[r + j]
+
+
+cdef void _softmax_bwd_entries(const real* yp, const real* gp, const index_t* ip,
+                               const int64_t* pos, Py_ssize_t n, Py_ssize_t H, real* d,
+                               real* op, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t k, j, q, r
+    cdef int64_t e
+    for k in range(lo * H, hi * H):
+        d[k] = 0
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            d[r + j] += gp[q + j] * yp[q + j]
+    for k in range(n):
+        e = pos[k]
+        r = <Py_ssize_t>ip[e] * H
+        q = e * H
+        for j in range(H):
+            op[q + j] = yp[q + j] * (gp[q + j] - d[r + j])
+
+
+cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const index_t* ip,
+                             Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op,
+                             int T) noexcept nogil:
+    """Forward (a = scores) or backward (a = y, b = grad) on T threads."""
+    cdef Py_ssize_t bounds[MAX_KERNEL_THREADS + 1]
+    cdef Py_ssize_t t, n
+    cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
+    cdef int64_t* pos = NULL
+    cdef int64_t* mine
+    if state == NULL:
+        return -1
+    if T > 1:
+        pos = <int64_t*>malloc(<size_t>(T * E) * sizeof(int64_t))
+        if pos == NULL:
+            free(state)
+            return -1
+        _row_bounds(ip, E, N, T, bounds)
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            _mark_seen()
+            mine = pos + t * E
+            n = _own_entries(ip, E, bounds[t], bounds[t + 1], mine)
+            if backward:
+                _softmax_bwd_entries(a, b, ip, mine, n, H, state, op, bounds[t], bounds[t + 1])
+            else:
+                _softmax_entries(a, ip, mine, n, H, state, state + N * H, op,
+                                 bounds[t], bounds[t + 1])
+    else:
+        _mark_seen()
+        pos = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
+        if pos == NULL:
+            free(state)
+            return -1
+        for t in range(E):
+            pos[t] = t
+        if backward:
+            _softmax_bwd_entries(a, b, ip, pos, E, H, state, op, 0, N)
+        else:
+            _softmax_entries(a, ip, pos, E, H, state, state + N * H, op, 0, N)
+    free(pos)
+    free(state)
+    return 0
+
+
+def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint backward):
+    """Whether the entry-order kernel is the faster one for rows of ``H``
+    items of ``itemsize`` bytes on ``num_threads`` (the results are equal).
+    Each of its threads scans every index, so it is for small teams only."""
+    cdef Py_ssize_t limit = ENTRY_MAX_ROW_BYTES_BWD if backward else ENTRY_MAX_ROW_BYTES_FWD
+    return H * itemsize <= limit and num_threads <= 4
+
+
+def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
+                            Py_ssize_t num_segments, real[:, ::1] out, int num_threads):
+    """``segment_softmax_csr`` computed in entry order from the (checked) index
+    itself: no CSR grouping needed, bitwise equal to the CSR kernel."""
+    cdef Py_ssize_t E = scores.shape[0]
+    cdef Py_ssize_t H = scores.shape[1]
+    cdef Py_ssize_t N = num_segments
+    cdef int T, rc
+    if idx.shape[0] != E or out.shape[0] != E or out.shape[1] != H or N < 0:
+        raise ValueError("segment_softmax_entries: shapes do not match")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _softmax_by_entries(False, &scores[0, 0], NULL, &idx[0], E, N, H, &out[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_entries: out of memory")
+
+
+def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] grad,
+                                     const index_t[::1] idx, Py_ssize_t num_segments,
+                                     real[:, ::1] out, int num_threads):
+    """``segment_softmax_backward_csr`` in entry order (bitwise equal)."""
+    cdef Py_ssize_t E = y.shape[0]
+    cdef Py_ssize_t H = y.shape[1]
+    cdef Py_ssize_t N = num_segments
+    cdef int T, rc
+    if (idx.shape[0] != E or grad.shape[0] != E or grad.shape[1] != H or out.shape[0] != E
+            or out.shape[1] != H or N < 0):
+        raise ValueError("segment_softmax_backward_entries: shapes do not match")
+    _reset_seen()
+    if E == 0 or H == 0:
+        return
+    T = _segment_threads(num_threads, E, N, H, sizeof(real))
+    with nogil:
+        rc = _softmax_by_entries(True, &y[0, 0], &grad[0, 0], &idx[0], E, N, H, &out[0, 0], T)
+    if rc != 0:
+        raise MemoryError("segment_softmax_backward_entries: out of memory")

@@ -1,0 +1,115 @@
+# Private, immutable snapshots of index arrays.
+#
+# A kernel that runs without the GIL must not read memory another Python
+# thread can rewrite after validation: bounds-checked user indices rewritten
+# between the check and the kernel made the kernel write out of bounds.  So the
+# Python boundary (rtx/backend/index.py) copies user index arrays into an
+# ``IndexSnapshot`` and checks the COPY: one fused pass (block copy, then a
+# branch-free range test of the block just copied, still in L1).
+#
+# ``IndexSnapshot`` owns an rtx ``Storage`` and exports it read-only: a
+# writable buffer request raises ``BufferError``, so numpy cannot set the
+# ``writeable`` flag of an array over it.  Nobody can change a snapshot after it
+# was made, which is what lets the boundary reuse one (the tape keeps the
+# forward's snapshot for backward) and only re-run the bounds check.
+
+from cpython.buffer cimport PyBUF_WRITABLE
+
+import numpy as _np_snap
+
+cdef enum:
+    SNAP_BLOCK = 4096
+
+
+cdef class IndexSnapshot:
+    """Read-only bytes in an rtx-owned Storage (the memory of index snapshots)."""
+
+    cdef Storage _st
+    cdef Py_ssize_t _shape[1]
+    cdef Py_ssize_t _strides[1]
+
+    def __cinit__(self, Py_ssize_t nbytes):
+        self._st = Storage(nbytes)
+
+    @property
+    def nbytes(self):
+        return self._st.nbytes
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE:
+            raise BufferError("rtx index snapshots are read-only")
+        self._shape[0] = self._st.nbytes
+        self._strides[0] = 1
+        buf.buf = self._st.ptr
+        buf.obj = self
+        buf.len = self._st.nbytes
+        buf.readonly = 1
+        buf.itemsize = 1
+        if flags & PyBUF_FORMAT:
+            buf.format = b"B"
+        else:
+            buf.format = NULL
+        buf.ndim = 1
+        buf.shape = self._shape if (flags & PyBUF_ND) else NULL
+        buf.strides = self._strides if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
+        buf.suboffsets = NULL
+        buf.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+
+cdef Py_ssize_t _copy_check(const index_t* src, index_t* dst, Py_ssize_t m,
+                            uint64_t un, bint check) noexcept nogil:
+    """Copy all ``m`` indices; when ``check``, return the first position whose
+    COPIED value is outside ``[0, un)`` (-1 when none, or when not checking)."""
+    cdef Py_ssize_t b = 0, i, end
+    cdef Py_ssize_t bad = -1
+    cdef int anybad
+    while b < m:
+        end = b + SNAP_BLOCK if b + SNAP_BLOCK < m else m
+        memcpy(dst + b, src + b, <size_t>(end - b) * sizeof(index_t))
+        if check and bad < 0:
+            anybad = 0
+            for i in range(b, end):
+                anybad |= <int>(<uint64_t><int64_t>dst[i] >= un)
+            if anybad:
+                for i in range(b, end):
+                    if <uint64_t><int64_t>dst[i] >= un:
+                        bad = i
+                        break
+        b = end
+    return bad
+
+
+def snapshot_indices(const index_t[::1] idx, Py_ssize_t n):
+    """``(snap, bad)``: a private read-only copy of ``idx`` (a numpy array over an
+    ``IndexSnapshot``) and the first position of the copy outside ``[0, n)``,
+    or -1.  The check reads the copy, never ``idx`` again.  ``n < 0``: copy
+    only (``bad`` is -1)."""
+    cdef Py_ssize_t m = idx.shape[0]
+    cdef Py_ssize_t bad = -1
+    cdef uint64_t un = <uint64_t>n if n > 0 else 0
+    cdef IndexSnapshot mem = IndexSnapshot(m * <Py_ssize_t>sizeof(index_t))
+    cdef index_t* dst = <index_t*>mem._st.ptr
+    if m > 0:
+        with nogil:
+            bad = _copy_check(&idx[0], dst, m, un, n >= 0)
+    if index_t is int32_t:
+        dt = _np_snap.int32
+    else:
+        dt = _np_snap.int64
+    # np.ndarray(buffer=) keeps ``mem`` itself as the base (frombuffer would
+    # put a memoryview in between); the buffer is read-only, so is the array.
+    return _np_snap.ndarray((m,), dt, mem), bad
+
+
+def is_index_snapshot(arr):
+    """True when ``arr`` is a C-contiguous int32/int64 numpy array whose memory
+    is an ``IndexSnapshot`` (immutable: safe to read without copying)."""
+    if type(arr) is not _np_snap.ndarray or arr.ndim != 1 or not arr.flags.c_contiguous:
+        return False
+    base = arr.base
+    while type(base) is _np_snap.ndarray:   # views of a snapshot (slices)
+        base = base.base
+    return type(base) is IndexSnapshot and not arr.flags.writeable

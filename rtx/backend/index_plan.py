@@ -1,0 +1,215 @@
+"""Checked index plans: indices validated once, with a cached CSR grouping.
+
+``IndexPlan(indices, num_rows)`` takes a private, read-only, rtx-owned copy of
+1-D int32/int64 indices after checking every one is in ``[0, num_rows)``.  The
+first scatter-style kernel that needs it computes the CSR grouping (a stable
+counting sort: ``perm[ptr[r]:ptr[r+1]]`` are the positions of index ``r`` in
+increasing order) and the plan keeps it; later calls reuse it.  The lazy
+initialisation is thread-safe (a lock; the grouping is a pure function of the
+indices, so whoever builds it builds the same one).
+
+``EdgeIndex(edge_index, num_src, num_dst)`` holds a ``[2, E]`` edge list (row 0
+source, row 1 target, as PyG) as two plans: ``src`` (over ``num_src`` rows) and
+``dst`` (over ``num_dst`` rows), each with its own lazily cached grouping.
+
+Kernels given a plan need no re-validation: nobody can change its indices.
+Ops given raw indices wrap them in a temporary plan (nothing is cached across
+calls).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+
+from .._kernels import Storage, csr_build
+from ._index_check import as_index_array, check_bounds
+
+
+def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised C-contiguous array in an rtx ``Storage`` (counted by memory_stats)."""
+    dt = np.dtype(dtype)
+    storage = Storage(math.prod(shape) * dt.itemsize, False)
+    return np.ndarray(shape, dt, storage)  # type: ignore[arg-type]
+
+
+def _check_rows(num_rows: Any, op: str, what: str = "num_rows") -> int:
+    if isinstance(num_rows, (bool, np.bool_)):
+        raise TypeError(f"{op}(): {what} must be an int, got bool")
+    try:
+        import operator
+
+        n = operator.index(num_rows)
+    except TypeError:
+        raise TypeError(f"{op}(): {what} must be an int, got {type(num_rows).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{op}(): {what} must be >= 0, got {n}")
+    return n
+
+
+def _host_indices(indices: Any) -> Any:
+    """Tensors (anything with ``.numpy()`` that is not an ndarray) as numpy arrays."""
+    if not isinstance(indices, np.ndarray) and hasattr(indices, "numpy"):
+        return indices.numpy()
+    return indices
+
+
+class IndexPlan:
+    """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
+
+    __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "__weakref__")
+    _idx: np.ndarray
+
+    def __init__(self, indices: Any, num_rows: int, *, _op: str = "IndexPlan") -> None:
+        n = _check_rows(num_rows, _op)
+        if isinstance(indices, IndexPlan):
+            indices = indices._idx
+        arr = as_index_array(_host_indices(indices), _op)
+        own = _owned(arr.shape, arr.dtype)
+        np.copyto(own, arr)  # the copy is checked, so no one can change it afterwards
+        check_bounds(own, n, _op)
+        own.flags.writeable = False
+        self._idx = own
+        self._num_rows = n
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def indices(self) -> np.ndarray:
+        """The checked indices (a read-only int32/int64 array owned by the plan)."""
+        return self._idx
+
+    @property
+    def num_rows(self) -> int:
+        """The row count every index was checked against."""
+        return self._num_rows
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._idx.dtype
+
+    def __len__(self) -> int:
+        return int(self._idx.shape[0])
+
+    @property
+    def is_grouped(self) -> bool:
+        """Whether the CSR grouping has been computed (and is cached)."""
+        return self._csr is not None
+
+    def csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ptr, perm)``: int64 row pointers (``num_rows + 1``) and the stable
+        permutation grouping positions by index.  Computed once, then cached."""
+        csr = self._csr
+        if csr is None:
+            with self._lock:
+                csr = self._csr
+                if csr is None:
+                    csr = self._csr = self._build()
+        return csr
+
+    def _build(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr = _owned((self._num_rows + 2,), np.int64)
+        perm = _owned((len(self),), np.int64)
+        csr_build(self._idx, ptr, perm)
+        ptr = ptr[: self._num_rows + 1]
+        ptr.flags.writeable = False
+        perm.flags.writeable = False
+        return ptr, perm
+
+    def counts(self) -> np.ndarray:
+        """How many indices point at each row (``num_rows`` int64)."""
+        ptr, _ = self.csr()
+        return np.diff(ptr)
+
+    def __repr__(self) -> str:
+        return (f"IndexPlan(len={len(self)}, num_rows={self._num_rows}, dtype={self.dtype}, "
+                f"grouped={self.is_grouped})")
+
+
+class EdgeIndex:
+    """A ``[2, E]`` edge list (row 0 source, row 1 target) as two checked plans.
+
+    ``EdgeIndex(edge_index, num_src, num_dst=None)``: sources are checked
+    against ``num_src`` and targets against ``num_dst`` (default ``num_src``).
+    ``src`` / ``dst`` are the ``IndexPlan`` s; the target plan's grouping drives
+    message passing, the source plan's its gradient.
+    """
+
+    __slots__ = ("src", "dst", "__weakref__")
+    src: IndexPlan
+    dst: IndexPlan
+
+    def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
+                 _op: str = "EdgeIndex") -> None:
+        op = _op
+        ns = _check_rows(num_src, op, "num_src")
+        nd = ns if num_dst is None else _check_rows(num_dst, op, "num_dst")
+        if isinstance(edge_index, EdgeIndex):
+            src, dst = edge_index.src.indices, edge_index.dst.indices
+        else:
+            ei = _host_indices(edge_index)
+            if not isinstance(ei, np.ndarray):
+                try:
+                    ei = np.asarray(ei)
+                except (ValueError, TypeError) as exc:
+                    raise TypeError(
+                        f"{op}(): edge_index must be an int [2, E] array ({exc})") from None
+            if ei.ndim != 2:
+                raise TypeError(
+                    f"{op}(): edge_index must be 2-D [2, E], got shape {tuple(ei.shape)}")
+            if ei.shape[0] != 2:
+                raise ValueError(
+                    f"{op}(): edge_index must have 2 rows (source, target), got shape "
+                    f"{tuple(ei.shape)}")
+            if ei.shape[1] == 0 and ei.dtype.kind == "f":
+                ei = ei.astype(np.int64)
+            src, dst = ei[0], ei[1]
+        self.src = IndexPlan(src, ns, _op=f"{op}: edge_index[0] (sources)")
+        self.dst = IndexPlan(dst, nd, _op=f"{op}: edge_index[1] (targets)")
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.src)
+
+    @property
+    def num_src(self) -> int:
+        return self.src.num_rows
+
+    @property
+    def num_dst(self) -> int:
+        return self.dst.num_rows
+
+    def __repr__(self) -> str:
+        return (f"EdgeIndex(num_edges={self.num_edges}, num_src={self.num_src}, "
+                f"num_dst={self.num_dst})")
+
+
+def as_plan(indices: Any, num_rows: int, op: str, length: int | None = None) -> IndexPlan:
+    """``indices`` as a checked plan over ``num_rows`` (a given plan is reused
+    when it was checked against the same row count); ``length``: required len."""
+    if isinstance(indices, IndexPlan):
+        n = _check_rows(num_rows, op)
+        if indices.num_rows != n:
+            raise ValueError(
+                f"{op}(): the IndexPlan was checked against {indices.num_rows} rows, "
+                f"but this call needs {n}")
+        plan = indices
+    else:
+        plan = IndexPlan(indices, num_rows, _op=op)
+    if length is not None and len(plan) != length:
+        raise ValueError(f"{op}(): len(index) = {len(plan)} must equal {length}")
+    return plan
+
+
+def as_edge_index(edge_index: Any, num_src: int, num_dst: int, op: str) -> EdgeIndex:
+    """``edge_index`` as an ``EdgeIndex`` over (num_src, num_dst), reusing a given one."""
+    if isinstance(edge_index, EdgeIndex):
+        if edge_index.num_src != num_src or edge_index.num_dst != num_dst:
+            raise ValueError(
+                f"{op}(): the EdgeIndex was built for {edge_index.num_src} source and "
+                f"{edge_index.num_dst} target nodes, but this call has {num_src} and {num_dst}")
+        return edge_index
+    return EdgeIndex(edge_index, num_src, num_dst, _op=op)

@@ -1,0 +1,103 @@
+"""Fused message passing: ``out[dst[e]] += weight[e] * x[src[e]]``.
+
+``edge_index`` is an int ``[2, E]`` array (row 0 source, row 1 target) or an
+``EdgeIndex`` (checked once, groupings cached).  ``x`` is ``[N_src, F]`` with
+``weight`` ``[E]``, or ``[N_src, H, C]`` with ``weight`` ``[E, H]``; no weight
+is a plain sum.  The output has ``num_nodes`` rows.  The backward pass:
+``grad_x`` is the transpose message pass (grouped by source) and
+``grad_weight[e, h] = <grad_out[dst[e], h], x[src[e], h]>``.
+
+The default bodies run numpy on host copies (materialising the messages);
+``CpuBackend`` overrides them with the kernels of ``rtx/_message.pxi``, which
+never build the ``[E, H, C]`` message tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._host import HostRoundTrip
+from .index_plan import EdgeIndex, _check_rows, as_edge_index
+from .segment import FLOAT_DTYPES
+
+
+def check_message(x_shape: tuple[int, ...], x_dtype: Any, edge_index: Any, num_nodes: Any,
+                  w_shape: tuple[int, ...] | None, w_dtype: Any,
+                  op: str = "message_passing") -> tuple[EdgeIndex, int]:
+    """Validate; returns the EdgeIndex and the head count H (1 when unweighted or 1-D weight)."""
+    if np.dtype(x_dtype) not in FLOAT_DTYPES:
+        raise TypeError(f"{op}(): x must be float32 or float64, got {np.dtype(x_dtype)}")
+    if len(x_shape) not in (2, 3):
+        raise ValueError(f"{op}(): x must be [N, F] or [N, H, C], got shape {x_shape}")
+    H = 1
+    if w_shape is not None:
+        if np.dtype(w_dtype) != np.dtype(x_dtype):
+            raise TypeError(f"{op}(): weight dtype {np.dtype(w_dtype)} != x dtype "
+                            f"{np.dtype(x_dtype)}")
+        if len(x_shape) == 2 and len(w_shape) != 1:
+            raise ValueError(f"{op}(): with x [N, F] the weight must be [E], got {w_shape}")
+        if len(x_shape) == 3:
+            if len(w_shape) != 2 or w_shape[1] != x_shape[1]:
+                raise ValueError(
+                    f"{op}(): with x [N, H, C] = {x_shape} the weight must be [E, {x_shape[1]}], "
+                    f"got {w_shape}")
+            H = x_shape[1]
+    n = _check_rows(num_nodes, op, "num_nodes")
+    ei = as_edge_index(edge_index, x_shape[0], n, op)
+    if w_shape is not None and w_shape[0] != ei.num_edges:
+        raise ValueError(f"{op}(): weight has {w_shape[0]} rows but there are "
+                         f"{ei.num_edges} edges")
+    return ei, H
+
+
+def _w_col(w: np.ndarray | None, x_ndim: int) -> Any:
+    if w is None:
+        return 1
+    return w.reshape(w.shape + (1,) * (x_ndim - w.ndim))
+
+
+def np_message_passing(x: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
+                       w: np.ndarray | None) -> np.ndarray:
+    out = np.zeros((n,) + x.shape[1:], dtype=x.dtype)
+    np.add.at(out, dst, x[src] * _w_col(w, x.ndim))
+    return out
+
+
+class MessageOps(HostRoundTrip):
+    """Fused message passing and its backward pass."""
+
+    FAMILY = "message"  # the op names below: what a decorator backend forwards as a family
+    OPS: tuple[str, ...] = ("message_passing", "message_passing_backward")
+
+    def _check_message(self, x: Any, edge_index: Any, num_nodes: Any,
+                       weight: Any) -> tuple[EdgeIndex, int]:
+        ws = None if weight is None else tuple(self.shape(weight))  # type: ignore[attr-defined]
+        wd = None if weight is None else self.dtype(weight)  # type: ignore[attr-defined]
+        return check_message(tuple(self.shape(x)), self.dtype(x), edge_index,  # type: ignore[attr-defined]
+                             num_nodes, ws, wd)
+
+    def message_passing(self, x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Any:
+        ei, _ = self._check_message(x, edge_index, num_nodes, weight)
+        xs = self._h(x)
+        w = None if weight is None else self._h(weight)
+        return self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
+            np_message_passing(xs, ei.src.indices, ei.dst.indices, ei.num_dst, w)))
+
+    def message_passing_backward(self, grad: Any, x: Any, edge_index: Any, weight: Any,
+                                 need_x: bool = True, need_weight: bool = True
+                                 ) -> tuple[Any, Any]:
+        """``(grad_x, grad_weight)`` (``None`` for what is not needed)."""
+        ei, _ = self._check_message(x, edge_index, tuple(self.shape(grad))[0], weight)  # type: ignore[attr-defined]
+        g, xs = self._h(grad), self._h(x)
+        w = None if weight is None else self._h(weight)
+        gx = gw = None
+        if need_x:
+            gx = self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
+                np_message_passing(g, ei.dst.indices, ei.src.indices, ei.num_src, w)))
+        if need_weight and w is not None:
+            prod = g[ei.dst.indices] * xs[ei.src.indices]
+            gw = prod.reshape(prod.shape[0], -1).sum(axis=1) if w.ndim == 1 else prod.sum(axis=2)
+            gw = self.from_numpy(np.ascontiguousarray(gw.astype(xs.dtype, copy=False)))  # type: ignore[attr-defined]
+        return gx, gw

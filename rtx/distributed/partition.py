@@ -1,0 +1,204 @@
+"""Graph partitioning for distributed full-graph GNN training.
+
+Each rank *owns* a disjoint share of the target nodes (``partition_nodes``:
+METIS through pymetis when it is installed, else a balanced contiguous split)
+and gets the subgraph its owned nodes' outputs depend on (``local_subgraph``):
+for a model of ``num_layers`` message-passing layers, the ``num_layers``-hop
+in-neighbourhood over every relation, *halo* nodes included, relabelled to
+local indices.
+
+Why the owned outputs are exact: let ``R_L`` be the owned nodes and, going
+down, ``R_{l-1}`` = ``R_l`` plus the sources of every edge into ``R_l`` (per
+relation).  The subgraph keeps the nodes ``R_0`` and *every* edge into
+``R_1`` (a superset of every edge into ``R_l``, l >= 1).  A node of ``R_l``
+then sees at layer ``l`` all its in-edges (so attention softmaxes normalise
+over the same edges as on the full graph) and, by induction, exact layer
+``l-1`` states of itself and its in-neighbours (all in ``R_{l-1}``).  Nodes
+outside ``R_l`` get wrong (truncated) states at layer ``l``, but nothing
+owned reads them.  Self-loops that a layer adds per node are the same: each
+node of the subgraph gets exactly one, as on the full graph.
+
+The local graph is a ``HeteroGraph`` whose target type lists the owned nodes
+first (local ids ``0 .. num_owned-1``), then the halo; its masks are true on
+owned nodes only, so a loss over ``graph.train_mask`` counts each training
+node on exactly one rank.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..datasets.hetero import EdgeType, HeteroGraph
+from . import _comm
+
+__all__ = ["LocalGraph", "khop_in_nodes", "local_subgraph", "partition_nodes", "shard"]
+
+
+def _metis() -> Any:
+    try:
+        return importlib.import_module("pymetis")
+    except ImportError:
+        return None
+
+
+def partition_nodes(data: HeteroGraph, num_parts: int, method: str = "auto") -> np.ndarray:
+    """Part id (``0 .. num_parts-1``) of each target node.
+
+    ``method``: ``"metis"`` (pymetis on the target type's own relations, made
+    undirected; balanced node counts, fewer cut edges), ``"contiguous"``
+    (``np.array_split`` of the node ids: balanced, no locality) or ``"auto"``
+    (metis when pymetis is installed and the target type has a relation to
+    itself, else contiguous).  Deterministic.
+    """
+    if not isinstance(num_parts, int) or num_parts < 1:
+        raise ValueError(f"num_parts must be a positive int, got {num_parts!r}")
+    if method not in ("auto", "metis", "contiguous"):
+        raise ValueError(f"unknown method {method!r}; expected 'auto', 'metis' or 'contiguous'")
+    t = data.target
+    n = data.num_nodes_dict[t]
+    if num_parts > max(n, 1):
+        raise ValueError(f"cannot split {n} {t!r} nodes into {num_parts} non-empty parts")
+    self_rel = [ei for (s, _, d), ei in data.edge_index_dict.items() if s == d == t]
+    pm = _metis()
+    if method == "metis" and pm is None:
+        raise ImportError("method='metis' needs pymetis (pip install pymetis)")
+    if method == "metis" and not self_rel:
+        raise ValueError(f"method='metis': the target type {t!r} has no relation to itself")
+    if num_parts == 1:
+        return np.zeros(n, dtype=np.int64)
+    if method == "contiguous" or pm is None or not self_rel:
+        parts = np.empty(n, dtype=np.int64)
+        for p, idx in enumerate(np.array_split(np.arange(n), num_parts)):
+            parts[idx] = p
+        return parts
+    ei = np.concatenate(self_rel, axis=1)
+    src = np.concatenate([ei[0], ei[1]])
+    dst = np.concatenate([ei[1], ei[0]])
+    keep = src != dst
+    key = np.unique(src[keep] * n + dst[keep])  # undirected, no duplicates, sorted
+    u, v = key // n, key % n
+    xadj = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(u, minlength=n), out=xadj[1:])
+    csr = getattr(pm, "CSRAdjacency", None)  # pymetis >= 2025; xadj/adjncy before
+    if csr is not None:
+        _, membership = pm.part_graph(num_parts, csr(xadj, v))
+    else:
+        _, membership = pm.part_graph(num_parts, xadj=xadj, adjncy=v)
+    parts = np.asarray(membership, dtype=np.int64)
+    if np.bincount(parts, minlength=num_parts).min() == 0:  # METIS left a part empty
+        return partition_nodes(data, num_parts, "contiguous")
+    return parts
+
+
+def khop_in_nodes(edge_index_dict: dict[EdgeType, np.ndarray], num_nodes_dict: dict[str, int],
+                  seeds: dict[str, np.ndarray], num_hops: int) -> list[dict[str, np.ndarray]]:
+    """``[R_0, R_1, ..., R_k]``: boolean masks per node type, ``R_k`` = the
+    seeds, ``R_{l-1}`` = ``R_l`` plus every source of an edge into ``R_l``."""
+    if num_hops < 1:
+        raise ValueError(f"num_hops must be >= 1, got {num_hops}")
+    cur = {}
+    for nt, n in num_nodes_dict.items():
+        m = np.zeros(n, dtype=bool)
+        if nt in seeds:
+            m[np.asarray(seeds[nt], dtype=np.int64)] = True
+        cur[nt] = m
+    levels = [cur]
+    for _ in range(num_hops):
+        nxt = {nt: m.copy() for nt, m in cur.items()}
+        for (s, _, d), ei in edge_index_dict.items():
+            hit = cur[d][ei[1]]
+            nxt[s][ei[0][hit]] = True
+        levels.append(nxt)
+        cur = nxt
+    return levels[::-1]
+
+
+@dataclass
+class LocalGraph:
+    """One rank's share of a graph.
+
+    Attributes:
+        graph: the local ``HeteroGraph`` (relabelled; masks true on owned nodes only).
+        global_ids: node type -> global id of each local node.
+        num_owned: owned target nodes (local target ids ``0 .. num_owned-1``).
+    """
+
+    graph: HeteroGraph
+    global_ids: dict[str, np.ndarray]
+    num_owned: int
+
+    def stats(self) -> dict[str, Any]:
+        """Node / halo / edge counts and the local graph's array bytes."""
+        g = self.graph
+        nbytes = sum(x.nbytes for x in g.x_dict.values())
+        nbytes += sum(ei.nbytes for ei in g.edge_index_dict.values())
+        return {
+            "owned": self.num_owned,
+            "nodes": g.num_nodes_dict,
+            "halo_target": g.num_nodes_dict[g.target] - self.num_owned,
+            "edges": g.num_edges,
+            "graph_bytes": int(nbytes),
+        }
+
+
+def local_subgraph(data: HeteroGraph, owned: np.ndarray, num_hops: int) -> LocalGraph:
+    """The subgraph the ``owned`` target nodes (global ids) need for a model
+    of ``num_hops`` layers, relabelled (module docstring: why it is exact)."""
+    t = data.target
+    owned = np.unique(np.asarray(owned, dtype=np.int64))
+    n_t = data.num_nodes_dict[t]
+    if owned.size and (owned[0] < 0 or owned[-1] >= n_t):
+        raise IndexError(f"owned ids must lie in [0, {n_t}) ({t!r} nodes)")
+    levels = khop_in_nodes(data.edge_index_dict, data.num_nodes_dict, {t: owned}, num_hops)
+    nodes, r1 = levels[0], levels[1]
+    global_ids: dict[str, np.ndarray] = {}
+    local_of: dict[str, np.ndarray] = {}
+    for nt, m in nodes.items():
+        if nt == t:
+            m = m.copy()
+            m[owned] = False
+            ids = np.concatenate([owned, np.flatnonzero(m)])
+        else:
+            ids = np.flatnonzero(m)
+        lut = np.full(m.shape[0], -1, dtype=np.int64)
+        lut[ids] = np.arange(ids.size)
+        global_ids[nt], local_of[nt] = ids, lut
+    edges = {}
+    for et, ei in data.edge_index_dict.items():
+        s, _, d = et
+        sel = ei[:, r1[d][ei[1]]]  # every edge into R_1 (order kept)
+        edges[et] = np.stack([local_of[s][sel[0]], local_of[d][sel[1]]])
+    x_dict = {nt: np.ascontiguousarray(x[global_ids[nt]]) for nt, x in data.x_dict.items()}
+    gt = global_ids[t]
+    is_owned = np.zeros(gt.size, dtype=bool)
+    is_owned[: owned.size] = True
+    masks = [getattr(data, m)[gt] & is_owned for m in ("train_mask", "val_mask", "test_mask")]
+    g = HeteroGraph(x_dict, edges, data.y[gt], masks[0], masks[1], masks[2], target=t)
+    return LocalGraph(g, global_ids, int(owned.size))
+
+
+def shard(data: HeteroGraph, num_layers: int, rank: int | None = None,
+          world_size: int | None = None, method: str = "auto") -> LocalGraph:
+    """This rank's ``LocalGraph``: ``partition_nodes`` over ``world_size``
+    parts (the same on every rank: it is deterministic), then
+    ``local_subgraph`` of part ``rank``.  ``rank`` / ``world_size`` default to
+    ``rtx.distributed``'s; then rank 0 partitions and broadcasts the assignment
+    (so every rank agrees even if the partitioner were not deterministic)."""
+    use_comm = rank is None and world_size is None and _comm.is_initialized()
+    if rank is None or world_size is None:
+        rank = _comm.rank() if rank is None else rank
+        world_size = _comm.world_size() if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not in a world of size {world_size}")
+    if use_comm:  # rank 0 partitions, every rank gets the same assignment
+        comm = _comm.get_comm()
+        parts = partition_nodes(data, world_size, method) if rank == 0 else \
+            np.empty(data.num_nodes_dict[data.target], dtype=np.int64)
+        comm.Bcast(parts, root=0)
+    else:
+        parts = partition_nodes(data, world_size, method)
+    return local_subgraph(data, np.flatnonzero(parts == rank), num_layers)

@@ -1,0 +1,352 @@
+"""``GATConv``: graph attention (Velickovic et al.; PyTorch Geometric's GATConv).
+
+Same math, parameter names and shapes as ``torch_geometric.nn.GATConv``, so a
+PyG ``state_dict`` converted to numpy arrays loads as is.  Built on
+``segment_softmax`` and fused ``message_passing``: no ``[E, H, C]`` tensor is
+ever formed, so a layer's working memory is O(N*H*C + E*H).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...creation import full, tensor
+from ...functional import concat, index_add, index_select, leaky_relu
+from ...graph_ops import EdgeIndex, message_passing, segment_softmax
+from ...tensor import Tensor
+from .. import functional as F
+from .. import init
+from ..linear import Linear
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["GATConv"]
+
+
+def _glorot_(t: Tensor) -> None:
+    """PyG's ``glorot``: U(-b, b), b = sqrt(6 / (size(-2) + size(-1)))."""
+    b = math.sqrt(6.0 / (t.shape[-2] + t.shape[-1]))
+    init.uniform_(t, -b, b)
+
+
+def _int_arg(v: Any, name: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+        raise ValueError(f"GATConv: {name} must be an int >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _raw_edge_index(edge_index: Any) -> np.ndarray:
+    a = edge_index.numpy() if isinstance(edge_index, Tensor) else edge_index
+    try:
+        a = np.asarray(a)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"GATConv: edge_index must be an int [2, E] array ({exc})") from None
+    if a.ndim != 2 or a.shape[0] != 2:
+        raise ValueError(f"GATConv: edge_index must have shape [2, E], got {a.shape}")
+    if a.shape[1] == 0:
+        return np.zeros((2, 0), dtype=np.int64)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"GATConv: edge_index must be integer, got {a.dtype}")
+    return a
+
+
+class _EdgeCache:
+    """The checked ``EdgeIndex`` (self-loops added when asked) of the last
+    ``edge_index`` seen, reused while the same edges come back (checked by
+    value against a private copy, so an array changed in place is noticed)."""
+
+    __slots__ = ("key", "raw", "shape", "ei", "keep", "num_loops")
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.raw: np.ndarray | None = None
+        self.shape: tuple[int, int, bool] = (-1, -1, False)
+        self.ei: EdgeIndex | None = None
+        self.keep: np.ndarray | None = None
+        self.num_loops = 0
+
+    def get(self, edge_index: Any, n_src: int, n_dst: int,
+            loops: bool) -> tuple[EdgeIndex, np.ndarray | None, int]:
+        shape = (n_src, n_dst, loops)
+        if isinstance(edge_index, EdgeIndex):
+            if edge_index is self.key and shape == self.shape:
+                assert self.ei is not None
+                return self.ei, self.keep, self.num_loops
+            if not loops:
+                if edge_index.num_src != n_src or edge_index.num_dst != n_dst:
+                    raise ValueError(
+                        f"GATConv: the EdgeIndex was built for {edge_index.num_src} source "
+                        f"and {edge_index.num_dst} target nodes, but the input has {n_src} "
+                        f"and {n_dst}")
+                return edge_index, None, 0
+            raw = np.stack([edge_index.src.indices, edge_index.dst.indices]).astype(np.int64)
+            key: Any = edge_index
+        else:
+            raw = _raw_edge_index(edge_index)
+            if (self.raw is not None and shape == self.shape and self.key is None
+                    and raw.shape == self.raw.shape and np.array_equal(raw, self.raw)):
+                assert self.ei is not None
+                return self.ei, self.keep, self.num_loops
+            key = None
+        keep = None
+        num_loops = 0
+        ei_arr = raw
+        if loops:
+            num_loops = min(n_src, n_dst)
+            keep = raw[0] != raw[1]
+            ar = np.arange(num_loops, dtype=np.int64)
+            ei_arr = np.concatenate([raw[:, keep].astype(np.int64, copy=False),
+                                     np.stack([ar, ar])], axis=1)
+        try:
+            ei = EdgeIndex(ei_arr, n_src, n_dst)
+        except (TypeError, ValueError, IndexError) as exc:
+            raise type(exc)(f"GATConv: {exc} (graph with {n_src} source and {n_dst} "
+                            "target nodes)") from None
+        self.key, self.shape, self.ei, self.keep, self.num_loops = key, shape, ei, keep, num_loops
+        self.raw = None if key is not None else np.array(raw, copy=True)
+        return ei, keep, num_loops
+
+
+class GATConv(Module):
+    r"""Graph attention layer, PyTorch Geometric's ``GATConv``.
+
+    For each edge ``j -> i`` and head ``h`` (``x'`` = ``W x``, split into
+    ``heads`` blocks of ``out_channels``)::
+
+        e_ij   = LeakyReLU(<att_src, x'_j> + <att_dst, x'_i> [+ <att_edge, W_e edge_attr_ij>])
+        a_ij   = softmax of e_ij over i's incoming edges
+        out_i  = concat_h (or mean_h if not concat) sum_j a_ij x'_j  [+ W_res x_i] + bias
+
+    Args:
+        in_channels: input size, or ``(src, dst)`` sizes for bipartite input
+            (then ``lin_src`` / ``lin_dst`` replace ``lin``).
+        out_channels: channels per head.
+        heads: attention heads; ``concat`` joins them (``heads * out_channels``
+            outputs), else they are averaged.
+        negative_slope: of the LeakyReLU.  ``dropout``: on the attention weights
+            (training mode only; rtx's generator).
+        add_self_loops: remove existing self-loops and add one per node, as PyG
+            (not allowed with bipartite ``(x_src, x_dst)`` input).
+        bias: learnable ``bias``.  ``edge_dim``: size of edge features used in
+            the attention (``lin_edge``, ``att_edge``); ``fill_value`` gives added
+            self-loops their edge features: ``"mean"`` / ``"add"`` (``"sum"``) of
+            the node's incoming edges' features, or a number.
+        residual: add ``res(x_dst)`` (a bias-free linear map).
+
+    Parameters (PyG's names and shapes): ``lin.weight`` ``[H*C, F_in]`` (or
+    ``lin_src.weight`` ``[H*C, F_src]`` and ``lin_dst.weight`` ``[H*C, F_dst]``),
+    ``att_src``, ``att_dst`` ``[1, H, C]``, ``bias`` ``[H*C]`` (``[C]`` when not
+    ``concat``), ``lin_edge.weight`` ``[H*C, edge_dim]`` and ``att_edge``
+    ``[1, H, C]``, ``res.weight`` ``[H*C or C, F_dst]``.  Initialised as PyG
+    (glorot, zero bias) from rtx's default generator.
+    """
+
+    def __init__(self, in_channels: int | tuple[int, int], out_channels: int, heads: int = 1,
+                 concat: bool = True, negative_slope: float = 0.2, dropout: float = 0.0,
+                 add_self_loops: bool = True, bias: bool = True, edge_dim: int | None = None,
+                 fill_value: float | str = "mean", residual: bool = False) -> None:
+        super().__init__()
+        if isinstance(in_channels, (tuple, list)):
+            if len(in_channels) != 2:
+                raise ValueError(f"GATConv: in_channels must be an int or a (src, dst) pair, "
+                                 f"got {in_channels!r}")
+            in_pair = (_int_arg(in_channels[0], "in_channels[0]", 1),
+                       _int_arg(in_channels[1], "in_channels[1]", 1))
+            self.in_channels: int | tuple[int, int] = in_pair
+        else:
+            self.in_channels = _int_arg(in_channels, "in_channels", 1)
+        self.out_channels = _int_arg(out_channels, "out_channels", 1)
+        self.heads = _int_arg(heads, "heads", 1)
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"GATConv: dropout must be in [0, 1), got {dropout!r}")
+        if isinstance(fill_value, str):
+            if fill_value not in ("mean", "add", "sum"):
+                raise ValueError(f"GATConv: fill_value must be 'mean', 'add', 'sum' or a "
+                                 f"number, got {fill_value!r}")
+        elif not isinstance(fill_value, (int, float)) or isinstance(fill_value, bool):
+            raise ValueError(f"GATConv: fill_value must be 'mean', 'add', 'sum' or a number, "
+                             f"got {fill_value!r}")
+        self.concat = bool(concat)
+        self.negative_slope = float(negative_slope)
+        self.dropout = float(dropout)
+        self.add_self_loops = bool(add_self_loops)
+        self.edge_dim = None if edge_dim is None else _int_arg(edge_dim, "edge_dim", 1)
+        self.fill_value = fill_value
+        self.residual = bool(residual)
+        H, C = self.heads, self.out_channels
+
+        # Registration order gives PyG's state_dict order.
+        self.att_src = Parameter(full((1, H, C), 0.0))
+        self.att_dst = Parameter(full((1, H, C), 0.0))
+        if self.edge_dim is not None:
+            self.att_edge: Parameter | None = Parameter(full((1, H, C), 0.0))
+        else:
+            self.register_parameter("att_edge", None)
+        total_out = H * C if self.concat else C
+        if bias:
+            self.bias: Parameter | None = Parameter(full((total_out,), 0.0))
+        else:
+            self.register_parameter("bias", None)
+        self.lin: Linear | None = None
+        self.lin_src: Linear | None = None
+        self.lin_dst: Linear | None = None
+        if isinstance(self.in_channels, int):
+            self.lin = Linear(self.in_channels, H * C, bias=False)
+            in_dst = self.in_channels
+        else:
+            self.lin_src = Linear(self.in_channels[0], H * C, bias=False)
+            self.lin_dst = Linear(self.in_channels[1], H * C, bias=False)
+            in_dst = self.in_channels[1]
+        self.lin_edge: Linear | None = (Linear(self.edge_dim, H * C, bias=False)
+                                        if self.edge_dim is not None else None)
+        self.res: Linear | None = (Linear(in_dst, total_out, bias=False)
+                                   if self.residual else None)
+        self._edges = _EdgeCache()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """PyG's initialisation: glorot weights and attention vectors, zero bias."""
+        for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
+            if lin is not None:
+                _glorot_(lin.weight)
+        _glorot_(self.att_src)
+        _glorot_(self.att_dst)
+        if self.att_edge is not None:
+            _glorot_(self.att_edge)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+    # ----------------------------------------------------------------- forward
+    def _check_x(self, x: Any, width: int, what: str) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"GATConv: {what} must be an rtx.Tensor, got {type(x).__name__}")
+        if x.ndim != 2 or x.shape[1] != width:
+            raise ValueError(f"GATConv: {what} must have shape [num_nodes, {width}], got "
+                             f"{x.shape}")
+        return x
+
+    def forward(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index: Any,
+                edge_attr: Tensor | None = None, size: tuple[int, int] | None = None,
+                return_attention_weights: bool | None = None
+                ) -> Tensor | tuple[Tensor, tuple[np.ndarray, Tensor]]:
+        """``x``: ``[N, F_in]``, or ``(x_src, x_dst)`` (``x_dst`` may be ``None``:
+        then the output has ``size[1]`` rows, or ``N_src`` as in PyG) for bipartite
+        input.  ``edge_index``: int ``[2, E]`` (row 0 source, row 1 target; numpy,
+        rtx tensor or sequence) or an ``rtx.EdgeIndex``.  ``edge_attr``: ``[E]`` or
+        ``[E, edge_dim]`` when the layer has ``edge_dim``.
+
+        Returns ``[N_dst, H*C]`` (``[N_dst, C]`` if not ``concat``); with
+        ``return_attention_weights=True`` also ``(edge_index, alpha)``: the int64
+        ``[2, E']`` edges used (self-loops included, appended after the kept
+        edges, as PyG) and their attention ``[E', H]``.
+        """
+        H, C = self.heads, self.out_channels
+        in_src, in_dst = ((self.in_channels, self.in_channels)
+                          if isinstance(self.in_channels, int) else self.in_channels)
+        bipartite = isinstance(x, (tuple, list))
+        x_dst: Tensor | None
+        if bipartite:
+            assert isinstance(x, (tuple, list))
+            if len(x) != 2:
+                raise ValueError("GATConv: bipartite input must be a pair (x_src, x_dst)")
+            if self.add_self_loops:
+                raise ValueError(
+                    "GATConv: add_self_loops=True is not supported for bipartite (x_src, x_dst) "
+                    "input (source and target nodes differ); construct the layer with "
+                    "add_self_loops=False")
+            x_src = self._check_x(x[0], in_src, "x_src")
+            x_dst = None if x[1] is None else self._check_x(x[1], in_dst, "x_dst")
+        else:
+            if in_src != in_dst:
+                raise ValueError(f"GATConv: in_channels={self.in_channels} needs bipartite "
+                                 "(x_src, x_dst) input")
+            x_src = x_dst = self._check_x(x, in_src, "x")
+
+        if self.lin is not None:
+            w_src = w_dst = self.lin.weight
+        else:
+            assert self.lin_src is not None and self.lin_dst is not None
+            w_src, w_dst = self.lin_src.weight, self.lin_dst.weight
+        n_src = x_src.shape[0]
+        if x_dst is not None:
+            n_dst = x_dst.shape[0]
+        elif size is not None:
+            n_dst = _int_arg(size[1], "size[1]", 0)
+        else:
+            n_dst = n_src
+        if size is not None and (size[0] != n_src or size[1] != n_dst):
+            raise ValueError(f"GATConv: size={tuple(size)} does not match the input "
+                             f"({n_src}, {n_dst})")
+
+        ei, keep, num_loops = self._edges.get(edge_index, n_src, n_dst, self.add_self_loops)
+        # Messages come from the transformed sources only (W_dst x_dst enters just
+        # through the attention logits).
+        hs3 = (x_src @ w_src.T).reshape(n_src, H, C)
+        # Attention logits per node and head, [N, H] (never per edge and channel):
+        # <att, W x> = x @ (att folded into W).T, which forms no [N, H, C] product.
+        e = index_select(self._logits(x_src, w_src, self.att_src), ei.src)
+        if x_dst is not None:
+            e = e + index_select(self._logits(x_dst, w_dst, self.att_dst), ei.dst)
+        if edge_attr is not None and self.lin_edge is not None:
+            e = e + self._edge_logits(edge_attr, ei, keep, num_loops, edge_index)
+        elif edge_attr is None and self.lin_edge is not None and ei.num_edges:
+            raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
+        e = leaky_relu(e, self.negative_slope)
+        alpha = segment_softmax(e, ei.dst, n_dst)
+        if self.dropout > 0.0 and self.training:
+            alpha = F.dropout(alpha, p=self.dropout, training=True)
+        out = message_passing(hs3, ei, n_dst, alpha)  # [N_dst, H, C]
+        out = out.reshape(n_dst, H * C) if self.concat else out.mean(1)
+        if self.res is not None and x_dst is not None:
+            out = out + self.res(x_dst)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            used = np.stack([ei.src.indices, ei.dst.indices]).astype(np.int64)
+            return out, (used, alpha)
+        return out
+
+    def _logits(self, x: Tensor, weight: Tensor, att: Tensor) -> Tensor:
+        """``<att_h, (x W.T)_h>`` for every row of ``x`` and head ``h``: ``[N, H]``."""
+        H, C = self.heads, self.out_channels
+        w_att = (weight.reshape(H, C, weight.shape[1]) * att.reshape(H, C, 1)).sum(1)
+        return x @ w_att.T
+
+    def _edge_logits(self, edge_attr: Any, ei: EdgeIndex, keep: np.ndarray | None,
+                     num_loops: int, edge_index: Any) -> Tensor:
+        """``<att_edge, lin_edge(edge_attr)>`` per edge and head, ``[E', H]``, with
+        the attention folded into the weight (``[H, edge_dim]``) so no ``[E, H*C]``
+        tensor is formed."""
+        assert self.lin_edge is not None and self.att_edge is not None
+        if not isinstance(edge_attr, Tensor):
+            raise TypeError(f"GATConv: edge_attr must be an rtx.Tensor, got "
+                            f"{type(edge_attr).__name__}")
+        D = self.lin_edge.in_features
+        attr = edge_attr.reshape(-1, 1) if edge_attr.ndim == 1 else edge_attr
+        n_in = ei.num_edges - num_loops if keep is None else keep.shape[0]
+        if attr.ndim != 2 or attr.shape[1] != D or attr.shape[0] != n_in:
+            raise ValueError(f"GATConv: edge_attr must have shape [{n_in}, {D}] (one row per "
+                             f"edge of edge_index), got {edge_attr.shape}")
+        if keep is not None:
+            kept = np.flatnonzero(keep)
+            attr = index_select(attr, kept)
+            dst = ei.dst.indices[: kept.shape[0]]
+            if isinstance(self.fill_value, str):
+                fill = index_add(attr, dst, num_loops)
+                if self.fill_value == "mean":
+                    cnt = np.maximum(np.bincount(dst, minlength=num_loops), 1)
+                    fill = fill * _col(1.0 / cnt, attr)
+            else:
+                fill = full((num_loops, D), float(self.fill_value), dtype=attr.dtype)
+            attr = concat([attr, fill], 0)
+        return self._logits(attr, self.lin_edge.weight, self.att_edge)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+def _col(values: np.ndarray, like: Tensor) -> Tensor:
+    return tensor(values.astype(like.dtype).reshape(-1, 1))

@@ -1,0 +1,105 @@
+"""``HeteroConv``: one layer per relation, results grouped per destination type
+(PyTorch Geometric's ``HeteroConv`` calling convention)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...functional import concat, maximum, minimum
+from ...tensor import Tensor
+from ..containers import ModuleDict
+from ..module import Module
+
+__all__ = ["HeteroConv"]
+
+EdgeType = tuple[str, str, str]
+_AGGRS = ("sum", "mean", "max", "min", "cat")
+
+
+def _edge_key(edge_type: Any) -> str:
+    if (not isinstance(edge_type, tuple) or len(edge_type) != 3
+            or not all(isinstance(p, str) and p for p in edge_type)):
+        raise ValueError(f"HeteroConv: edge type {edge_type!r} must be a (src_type, relation, "
+                         "dst_type) tuple of non-empty str")
+    if any("__" in p or "." in p for p in edge_type):
+        raise ValueError(f"HeteroConv: edge type {edge_type!r}: names may not contain '__' "
+                         "or '.'")
+    return "<" + "___".join(edge_type) + ">"  # PyG's (2.4+) ModuleDict key for a tuple
+
+
+class HeteroConv(Module):
+    """Runs ``convs[edge_type]`` on each relation and combines the results that
+    reach the same destination node type with ``aggr`` (``"sum"``, ``"mean"``,
+    ``"max"``, ``"min"`` or ``"cat"``).
+
+    A relation whose source and destination type are the same gets
+    ``x_dict[src]``; any other gets ``(x_dict[src], x_dict[dst])`` (``x_dict[dst]``
+    may be absent: ``None``).  Sub-layers live in ``convs`` under
+    ``"<src___relation___dst>"`` keys, as in PyG's state_dict.  A bipartite relation's
+    layer must not add self-loops (``ValueError``, as PyG).
+    """
+
+    def __init__(self, convs: Mapping[EdgeType, Module], aggr: str = "sum") -> None:
+        super().__init__()
+        if not isinstance(convs, Mapping) or not convs:
+            raise ValueError("HeteroConv: convs must be a non-empty dict edge_type -> layer")
+        if aggr not in _AGGRS:
+            raise ValueError(f"HeteroConv: aggr must be one of {_AGGRS}, got {aggr!r}")
+        mods: dict[str, Module] = {}
+        self.edge_types: list[EdgeType] = []
+        for et, conv in convs.items():
+            key = _edge_key(et)
+            if not isinstance(conv, Module):
+                raise TypeError(f"HeteroConv: the layer for {et!r} must be an rtx.nn.Module, "
+                                f"got {type(conv).__name__}")
+            if et[0] != et[2] and getattr(conv, "add_self_loops", False):
+                raise ValueError(
+                    f"HeteroConv: 'add_self_loops' is True on {conv!r} for the bipartite edge "
+                    f"type {et!r}; this gives wrong results (use add_self_loops=False)")
+            mods[key] = conv
+            self.edge_types.append(tuple(et))  # type: ignore[arg-type]
+        self.convs = ModuleDict(mods)
+        self.aggr = aggr
+
+    def forward(self, x_dict: Mapping[str, Tensor], edge_index_dict: Mapping[EdgeType, Any],
+                **kwargs_dict: Mapping[EdgeType, Any]) -> dict[str, Tensor]:
+        """``x_dict``: node type -> features; ``edge_index_dict``: edge type -> edges.
+        Relations absent from ``edge_index_dict`` are skipped.  Extra per-relation
+        arguments come as ``<name>_dict={edge_type: value}`` (e.g.
+        ``edge_attr_dict``).  Returns destination node type -> combined output."""
+        for k in kwargs_dict:
+            if not k.endswith("_dict"):
+                raise ValueError(f"HeteroConv: keyword arguments must end with '_dict' "
+                                 f"(got {k!r})")
+        out: dict[str, list[Tensor]] = {}
+        for et in self.edge_types:
+            if et not in edge_index_dict:
+                continue
+            src, _, dst = et
+            if src not in x_dict:
+                raise ValueError(f"HeteroConv: no features for node type {src!r} (source of "
+                                 f"{et!r}); x_dict has {sorted(x_dict)}")
+            x: Any = x_dict[src] if src == dst else (x_dict[src], x_dict.get(dst))
+            kwargs = {k[:-5]: v[et] for k, v in kwargs_dict.items() if et in v}
+            out.setdefault(dst, []).append(self.convs[_edge_key(et)](x, edge_index_dict[et],
+                                                                      **kwargs))
+        return {nt: self._group(xs) for nt, xs in out.items()}
+
+    def _group(self, xs: list[Tensor]) -> Tensor:
+        if len(xs) == 1:
+            return xs[0]
+        if self.aggr == "cat":
+            return concat(xs, -1)
+        acc = xs[0]
+        for t in xs[1:]:
+            if self.aggr in ("sum", "mean"):
+                acc = acc + t
+            elif self.aggr == "max":
+                acc = maximum(acc, t)
+            else:
+                acc = minimum(acc, t)
+        return acc * (1.0 / len(xs)) if self.aggr == "mean" else acc
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_relations={len(self.edge_types)})"

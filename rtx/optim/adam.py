@@ -1,0 +1,96 @@
+"""``Adam`` (L2 weight decay) and ``AdamW`` (decoupled weight decay), PyTorch's rules."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..autograd.grad_mode import no_grad
+from ..functional import maximum
+from ..tensor import Tensor, _as_tensor
+from .optimizer import Optimizer, ParamsT
+
+
+def _zeros(p: Tensor) -> Tensor:
+    """A zero tensor like ``p`` on ``p``'s own backend."""
+    return _as_tensor(np.zeros(p.shape, p.dtype), p._ad)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with PyTorch's defaults.
+
+    Per step ``t``: ``g = grad + weight_decay * p``; ``m = b1 m + (1 - b1) g``;
+    ``v = b2 v + (1 - b2) g^2`` (``amsgrad``: the running max of ``v`` is used);
+    ``p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)``.
+    """
+
+    _decoupled = False
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                  "weight_decay": weight_decay, "amsgrad": amsgrad})
+
+    def _check_hyper(self, group: dict[str, Any]) -> None:
+        super()._check_hyper(group)
+        b1, b2 = group["betas"]
+        if not 0.0 <= b1 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {b1}")
+        if not 0.0 <= b2 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {b2}")
+        if group["eps"] < 0:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        if group["weight_decay"] < 0:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+
+    @no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            grads: Iterator[tuple[Tensor, Tensor]]
+            if self._decoupled:
+                grads = ((p, p.grad) for p in group["params"] if p.grad is not None)
+            else:
+                grads = self._grads(group)
+            for p, g in grads:
+                st = self.state.get(id(p))
+                if st is None:
+                    st = self.state[id(p)] = {"step": 0, "exp_avg": _zeros(p),
+                                              "exp_avg_sq": _zeros(p)}
+                    if group["amsgrad"]:
+                        st["max_exp_avg_sq"] = _zeros(p)
+                if self._decoupled and wd:
+                    p.mul_(1 - lr * wd)
+                st["step"] += 1
+                t = st["step"]
+                m, v = st["exp_avg"], st["exp_avg_sq"]
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).add_(g * g, alpha=1 - b2)
+                if group["amsgrad"]:
+                    vmax = st["max_exp_avg_sq"]
+                    vmax.copy_(maximum(vmax, v))
+                    v = vmax
+                step_size = lr / (1 - b1**t)
+                denom = v.sqrt() / math.sqrt(1 - b2**t) + eps
+                p.sub_(m / denom * step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), PyTorch's rule:
+    ``p *= 1 - lr * weight_decay`` before the Adam step on the raw gradient.
+    Default ``weight_decay=1e-2``."""
+
+    _decoupled = True
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+
+
+__all__ = ["Adam", "AdamW"]

@@ -1,0 +1,1 @@
+"""Tests run under mpiexec (see conftest.py)."""

@@ -1,0 +1,501 @@
+"""rtx.fusion: values, gradients, materialisation semantics, the program cache,
+determinism and the fused kernel's boundary checks."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from conftest import run_child, tol
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rtx
+from rtx import _kernels
+from rtx.autograd import gradcheck
+from rtx.fusion import Fusion, Lazy
+
+OPS = _kernels.FUSED_OPS
+
+
+@pytest.fixture
+def fz():
+    """A fresh Fusion(Cpu) stack (its own counters and program cache)."""
+    f = Fusion(rtx.CpuBackend(), min_elements=0)
+    with rtx.use_backend(f):
+        yield f
+
+
+def calls(f):
+    return f.cache_info()["kernel_calls"]
+
+
+# ------------------------------------------------------------------ values
+UNARY = {
+    "neg": (lambda t: -t, np.negative),
+    "exp": (rtx.exp, np.exp),
+    "log": (lambda t: rtx.log(rtx.abs(t) + 0.5), lambda x: np.log(np.abs(x) + 0.5)),
+    "sqrt": (lambda t: rtx.sqrt(rtx.abs(t)), lambda x: np.sqrt(np.abs(x))),
+    "abs": (rtx.abs, np.abs),
+    "sign": (rtx.sign, np.sign),
+    "tanh": (rtx.tanh, np.tanh),
+    "sigmoid": (rtx.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "relu": (rtx.relu, lambda x: np.maximum(x, 0)),
+    "leaky_relu": (lambda t: rtx.leaky_relu(t, 0.2), lambda x: np.where(x > 0, x, x * 0.2)),
+    "elu": (lambda t: rtx.elu(t, 1.3), lambda x: np.where(x > 0, x, 1.3 * np.expm1(x))),
+}
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / (rtx.abs(b) + 0.5), lambda a, b: a / (np.abs(b) + 0.5)),
+    "maximum": (rtx.maximum, np.maximum),
+    "minimum": (rtx.minimum, np.minimum),
+    "pow": (lambda a, b: rtx.abs(a) ** b, lambda a, b: np.abs(a) ** b),
+    "where_gt": (lambda a, b: rtx.where(a > b, a, b * 2.0), lambda a, b: np.where(a > b, a, b * 2)),
+}
+
+
+def _ref_cast(x, dtype):
+    return np.asarray(x, dtype=np.float64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_random_chains_match_numpy(data):
+    """A random chain of fused ops over broadcast inputs, vs numpy in float64."""
+    dtype = np.dtype(data.draw(st.sampled_from([np.float32, np.float64])))
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    bshape = tuple(1 if data.draw(st.booleans()) else s for s in shape)[
+        data.draw(st.integers(0, len(shape) - 1)):]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    xs = [rng.uniform(-2, 2, shape).astype(dtype), rng.uniform(-2, 2, bshape).astype(dtype)]
+    steps = data.draw(st.lists(st.tuples(st.sampled_from(sorted(UNARY) + sorted(BINARY)),
+                                         st.integers(0, 1), st.booleans()),
+                               min_size=1, max_size=8))
+    f = Fusion(rtx.CpuBackend(), min_elements=0)
+    with rtx.use_backend(f):
+        ts = [rtx.tensor(x) for x in xs]
+        cur_t, cur_n = ts[0], xs[0].astype(np.float64)
+        for name, k, scalar in steps:
+            if name in UNARY:
+                cur_t, cur_n = UNARY[name][0](cur_t), UNARY[name][1](cur_n)
+            else:
+                other_t, other_n = (0.75, 0.75) if scalar else (ts[k], xs[k].astype(np.float64))
+                cur_t = BINARY[name][0](cur_t, other_t)
+                cur_n = BINARY[name][1](cur_n, other_n)
+            cur_n = np.clip(cur_n, -1e6, 1e6)
+            cur_t = rtx.minimum(rtx.maximum(cur_t, -1e6), 1e6)
+        got = cur_t.numpy()
+    assert got.dtype == dtype and got.shape == cur_n.shape
+    rt = 2e-4 if dtype == np.float32 else 1e-9
+    np.testing.assert_allclose(got, cur_n, rtol=rt, atol=rt, equal_nan=True)
+    assert calls(f) >= 1
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary_ops_match_cpu_backend(fz, dtype, name):
+    x = np.random.default_rng(1).uniform(-3, 3, (7, 5)).astype(dtype)
+    x[0, :3] = [0.0, -0.0, np.nan]
+    got = UNARY[name][0](rtx.tensor(x))
+    assert isinstance(got._value, Lazy) and got._value.pending
+    with rtx.use_backend(rtx.CpuBackend()):
+        want = UNARY[name][0](rtx.tensor(x)).numpy()
+    g = got.numpy()
+    assert g.dtype == want.dtype
+    np.testing.assert_allclose(g, want, **tol(dtype), equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("sa,sb", [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)),
+                                   ((), (2, 3)), ((5,), (1,)), ((0, 3), (3,))])
+def test_binary_broadcasting(fz, dtype, name, sa, sb):
+    rng = np.random.default_rng(2)
+    a, b = rng.uniform(-2, 2, sa).astype(dtype), rng.uniform(-2, 2, sb).astype(dtype)
+    f, ref = BINARY[name]
+    with np.errstate(all="ignore"):
+        for x, y in ((a, b), (b, a)):
+            got = f(rtx.tensor(x), rtx.tensor(y)).numpy()
+            want = ref(x, y)
+            assert got.shape == want.shape and got.dtype == dtype
+            np.testing.assert_allclose(got, want.astype(dtype), **tol(dtype), equal_nan=True)
+
+
+def test_python_scalars_keep_the_dtype(fz, dtype):
+    x = np.linspace(-2, 2, 12, dtype=dtype).reshape(3, 4)
+    t = rtx.tensor(x)
+    y = (2 - t * 0.1) / 3 + rtx.where(t > 0.5, t, 0.5)
+    want = (dtype.type(2) - x * dtype.type(0.1)) / dtype.type(3) + np.where(x > 0.5, x, 0.5)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y.numpy(), want, **tol(dtype))
+    z = rtx.where(t >= 0, t, 0) + 1
+    np.testing.assert_array_equal(z.numpy(), np.where(x >= 0, x, 0) + dtype.type(1))
+
+
+def test_comparisons_give_bool(fz, dtype):
+    x = np.array([-1, 0, 1, np.nan], dtype)
+    t = rtx.tensor(x)
+    for op, ref in ((t > 0, x > 0), (t == 0, x == 0), (t != 0, x != 0), (t <= 0, x <= 0)):
+        assert op.dtype == np.bool_
+        np.testing.assert_array_equal(op.numpy(), ref)
+
+
+def test_mixed_dtypes_and_ints_fall_back(fz):
+    a = rtx.tensor(np.arange(6, dtype=np.float32))
+    b = rtx.tensor(np.arange(6, dtype=np.float64))
+    i = rtx.tensor(np.arange(6, dtype=np.int64))
+    np.testing.assert_array_equal((a + b).numpy(), np.arange(6) * 2.0)
+    assert (a + b).dtype == np.float64
+    np.testing.assert_array_equal((i * 2 + 1).numpy(), np.arange(6) * 2 + 1)
+    assert (i * 2).dtype == np.int64
+    np.testing.assert_array_equal((a * i).numpy(), np.arange(6.0) ** 2)
+    assert fz.cache_info()["eager_ops"] >= 3
+
+
+def test_bad_shapes_raise_when_recorded(fz):
+    a, b = rtx.zeros(3, 4), rtx.zeros(5)
+    with pytest.raises(ValueError):
+        a + b
+
+
+# --------------------------------------------------------------- gradients
+def _leaf(shape, seed, dtype=np.float64):
+    return rtx.tensor(np.random.default_rng(seed).uniform(-2, 2, shape).astype(dtype),
+                      requires_grad=True)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, w, b: rtx.leaky_relu(x * w + b, 0.1),
+    lambda x, w, b: rtx.sigmoid(x) * rtx.tanh(w) - rtx.elu(b * x, 0.7),
+    lambda x, w, b: rtx.exp(-(x - b) ** 2) / (1 + rtx.abs(w)),
+    lambda x, w, b: rtx.where(x > b, rtx.maximum(x, w), rtx.minimum(w, b) * 3.0),
+    lambda x, w, b: rtx.sqrt(x * x + 1) * rtx.log(rtx.abs(w) + 1) + rtx.relu(b),
+])
+def test_gradcheck_through_fused_chains(fz, fn):
+    x, w, b = _leaf((3, 4), 0), _leaf((3, 4), 1), _leaf((4,), 2)
+    assert gradcheck(fn, (x, w, b))
+    assert calls(fz) > 0
+
+
+def test_backward_of_a_chain_is_one_pass(fz):
+    """leaky_relu + mul + add: the backward's elementwise work is one kernel call."""
+    x, w, b = _leaf((64, 32), 0, np.float32), _leaf((64, 32), 1, np.float32), _leaf((64, 32), 2,
+                                                                                       np.float32)
+    y = rtx.leaky_relu(x, 0.2) * w + b
+    loss = y.sum()
+    before = calls(fz)
+    loss.backward()
+    gx, gw, gb = x.grad.numpy(), w.grad.numpy(), b.grad.numpy()
+    assert calls(fz) - before == 1
+    xn, wn = x.detach().numpy(), w.detach().numpy()
+    np.testing.assert_allclose(gx, np.where(xn > 0, wn, wn * np.float32(0.2)), rtol=1e-6)
+    np.testing.assert_allclose(gw, np.where(xn > 0, xn, xn * np.float32(0.2)), rtol=1e-6)
+    np.testing.assert_array_equal(gb, np.ones_like(gb))
+
+
+def test_training_steps_match_unfused_bitwise():
+    """A few SGD steps of a small MLP under fusion give the unfused stack's bits
+    (arithmetic and leaky_relu only: the same IEEE operations in the same order)."""
+    def run(backend):
+        with rtx.use_backend(backend):
+            rng = np.random.default_rng(0)
+            x = rtx.tensor(rng.standard_normal((32, 8)).astype(np.float32))
+            w1 = rtx.tensor(rng.standard_normal((8, 16)).astype(np.float32), requires_grad=True)
+            w2 = rtx.tensor(rng.standard_normal((16, 1)).astype(np.float32), requires_grad=True)
+            for _ in range(3):
+                h = rtx.leaky_relu(x @ w1, 0.2) * 0.5 + 0.1
+                loss = ((h @ w2 - 1.0) * (h @ w2 - 1.0)).mean()
+                loss.backward()
+                with rtx.no_grad():
+                    for p in (w1, w2):
+                        p.sub_(p.grad * 0.01)
+                        p.grad = None
+            return w1.detach().numpy().copy(), w2.detach().numpy().copy(), loss.item()
+
+    a, b = run(rtx.CpuBackend()), run(Fusion(rtx.CpuBackend(), min_elements=0))
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2] == b[2]
+
+
+# ------------------------------------------------------ materialisation
+def test_unread_intermediates_are_not_stored(fz):
+    a, b, c = rtx.randn(100, seed=0), rtx.randn(100, seed=1), rtx.randn(100, seed=2)
+    y = rtx.leaky_relu(a + b) * c - 1.0
+    y.numpy()
+    info = fz.cache_info()
+    assert info["kernel_calls"] == 1 and info["outputs"] == 1 and info["nodes_fused"] == 4
+
+
+def test_kept_intermediate_is_stored_once(fz):
+    a, b = rtx.randn(100, seed=0), rtx.randn(100, seed=1)
+    h = a * b                       # the user keeps h
+    y = rtx.exp(h) + 1.0
+    y.numpy()
+    assert fz.cache_info()["outputs"] == 2          # y and h from one pass
+    assert not h._value.pending
+    z = h * 2.0
+    z.numpy()                                       # reads stored h: 1 node, not 2
+    assert fz.cache_info()["nodes_fused"] == 3 + 1
+    np.testing.assert_allclose(z.numpy(), a.numpy() * b.numpy() * 2, rtol=1e-6)
+
+
+def test_intermediate_used_twice_is_computed_once(fz):
+    a, b = rtx.randn(50, seed=0), rtx.randn(50, seed=1)
+
+    def build():
+        h = a * b
+        return h + h * h                 # h read by two consumers inside one DAG
+
+    y = build()
+    y.numpy()
+    info = fz.cache_info()
+    assert info["outputs"] == 1 and info["nodes_fused"] == 3   # h in a register, once
+    an, bn = a.numpy(), b.numpy()
+    np.testing.assert_allclose(y.numpy(), an * bn + (an * bn) ** 2, rtol=1e-6)
+
+
+def test_shared_node_of_two_pending_results(fz):
+    a = rtx.randn(40, seed=3)
+
+    def build():
+        h = rtx.exp(a)
+        return h + 1.0, h * 2.0          # h only reachable through two pending nodes
+
+    y, z = build()
+    y.numpy()                            # flushes y and z together
+    np.testing.assert_allclose(y.numpy(), np.exp(a.numpy()) + 1, rtol=1e-6)
+    np.testing.assert_allclose(z.numpy(), np.exp(a.numpy()) * 2, rtol=1e-6)
+
+
+def test_inplace_write_to_an_input_does_not_change_pending_results(fz):
+    x = np.arange(8, dtype=np.float32)
+    a = rtx.tensor(x)
+    y = a * 2.0 + 1.0
+    v = a.reshape(2, 4)                  # a view of a's buffer on the CPU backend
+    z = v - 1.0
+    a.add_(100.0)
+    a.mul_(3.0)
+    np.testing.assert_array_equal(y.numpy(), x * 2 + 1)
+    np.testing.assert_array_equal(z.numpy(), x.reshape(2, 4) - 1)
+    np.testing.assert_array_equal(a.numpy(), (x + 100) * 3)
+
+
+def test_writes_through_numpy_view_after_numpy_call(fz):
+    a = rtx.tensor(np.ones(5, np.float32))
+    y = a + 1.0
+    view = a.numpy()                     # finishes every pending expression first
+    view[:] = 7
+    np.testing.assert_array_equal(y.numpy(), np.full(5, 2, np.float32))
+
+
+def test_inplace_on_a_pending_tensor(fz):
+    a = rtx.tensor(np.arange(4, dtype=np.float64))
+    y = a * 2.0
+    y.add_(1.0)
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) * 2.0 + 1)
+    np.testing.assert_array_equal(a.numpy(), np.arange(4.0))
+
+
+def test_long_chains_are_cut(fz):
+    a = rtx.tensor(np.ones(10, np.float64))
+    y = a
+    for _ in range(1000):
+        y = y * 1.001 + 0.0
+    np.testing.assert_allclose(y.numpy(), np.full(10, 1.001 ** 1000), rtol=1e-9)
+    assert fz.cache_info()["kernel_calls"] >= 1000 * 2 // 256
+
+
+# ----------------------------------------------------- cache, threads, memory
+def test_program_cache_hits_on_a_second_identical_step(fz):
+    w = _leaf((30, 20), 0, np.float32)
+    b = _leaf((20,), 1, np.float32)
+
+    def step(seed):
+        x = rtx.randn(30, 20, seed=seed)
+        loss = (rtx.leaky_relu(x * w + b, 0.2) * 0.5 - x).sum()
+        loss.backward()
+        r = w.grad.numpy(), b.grad.numpy()
+        w.grad = b.grad = None
+        return r
+
+    step(0)
+    first = fz.cache_info()
+    assert first["cache_misses"] > 0
+    step(1)
+    second = fz.cache_info()
+    assert second["cache_misses"] == first["cache_misses"]      # planned once
+    assert second["cache_hits"] > first["cache_hits"]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_bitwise_identical_for_any_thread_count_and_block(dt):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 257)).astype(dt)
+    b = rng.standard_normal(257).astype(dt)
+    results = []
+    old = _kernels.set_fused_parallel_min(0)
+    try:
+        for threads, block in ((1, 2048), (2, 2048), (3, 64), (4, 1000)):
+            rtx.set_num_threads(threads)
+            f = Fusion(rtx.CpuBackend(), block=block, min_elements=0)
+            with rtx.use_backend(f):
+                x, y = rtx.tensor(a), rtx.tensor(b)
+                r = rtx.sigmoid(rtx.tanh(x * y) - rtx.exp(-x)) / (1 + rtx.abs(y))
+                results.append(r.numpy().copy())
+    finally:
+        _kernels.set_fused_parallel_min(old)
+    for r in results[1:]:
+        assert r.tobytes() == results[0].tobytes()
+
+
+def test_fused_forward_allocates_only_its_output(fz):
+    n = 1 << 18
+    xs = [rtx.randn(n, seed=s) for s in range(4)]
+    rtx.empty_cache()
+    rtx.reset_peak_memory_stats()
+    cur = rtx.memory_stats()["current_bytes"]
+    y = (rtx.leaky_relu(xs[0] + xs[1]) * xs[2] - xs[3]) * 0.5 + xs[0]
+    y.numpy()
+    extra = rtx.memory_stats()["peak_bytes"] - cur
+    assert extra == n * 4        # the output, no temporaries
+
+
+# ------------------------------------------------------ forwarding, switch
+def test_non_fusable_ops_are_forwarded(fz):
+    a = rtx.randn(4, 3, seed=0)
+    b = rtx.randn(3, 5, seed=1)
+    y = (rtx.relu(a) + 1.0) @ b
+    want = (np.maximum(a.numpy(), 0) + 1) @ b.numpy()
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5)
+    s = (a * 2).sum(0)
+    np.testing.assert_allclose(s.numpy(), (a.numpy() * 2).sum(0), rtol=1e-5)
+    r = rtx.index_select(a * 3, np.array([2, 0]))
+    np.testing.assert_allclose(r.numpy(), a.numpy()[[2, 0]] * 3, rtol=1e-6)
+
+
+def test_unknown_inner_ops_are_forwarded_generically():
+    class Inner(rtx.CpuBackend):
+        def twice_rows(self, x, scale=1.0):
+            return np.ascontiguousarray(np.concatenate([x, x]) * scale)
+
+    f = Fusion(Inner(), min_elements=0)
+    a = f.from_numpy(np.arange(3, dtype=np.float32))
+    p = f.add(a, 1.0)
+    assert p.pending
+    out = f.twice_rows(p, scale=2.0)
+    assert isinstance(out, Lazy)
+    np.testing.assert_array_equal(f.to_numpy(out), np.tile(np.arange(1, 4.0), 2) * 2)
+    with pytest.raises(AttributeError):
+        f.no_such_op  # noqa: B018
+
+
+def test_enabled_switch():
+    base = rtx.get_default_backend()
+    with rtx.fusion.enabled() as f:
+        assert isinstance(f, Fusion) and f.inner is base
+        t = rtx.ones(3) * 2.0
+        assert t.backend is f
+    assert rtx.get_default_backend() is base
+    assert rtx.ones(3).backend is base
+    assert rtx.fusion.fusion_for(base) is f
+
+
+def test_env_switch():
+    r = run_child("import rtx; b = rtx.get_default_backend(); print(type(b).__name__, "
+                  "(rtx.ones(2) + 1).numpy().tolist())")
+    assert r.returncode == 0, r.stderr
+    env_name = r.stdout.split()[0]
+    assert env_name == ("Fusion" if os.environ.get("RTX_FUSION") == "1" else "CpuBackend")
+    from conftest import child_env, run_python
+    env = child_env()
+    env["RTX_FUSION"] = "1"
+    r = run_python(["-c", "import rtx; print(type(rtx.get_default_backend()).__name__, "
+                          "(rtx.ones(2) + 1).numpy().tolist())"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "Fusion" and "[2.0, 2.0]" in r.stdout
+
+
+def test_dlpack_export_of_a_pending_tensor(fz):
+    np_from = np.from_dlpack(rtx.tensor(np.arange(4, dtype=np.float32)) * 2.0)
+    np.testing.assert_array_equal(np_from, np.arange(4, dtype=np.float32) * 2)
+
+
+# ------------------------------------------------- the kernel's boundary
+def _prog(rows):
+    return np.array(rows, dtype=np.int32).reshape(-1, 6)
+
+
+ADD, MUL, LEAKY = OPS["add"][0], OPS["mul"][0], OPS["leaky_relu"][0]
+
+
+@pytest.mark.valgrind
+def test_fused_eval_runs_a_valid_program():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    b = np.arange(4, dtype=np.float64)[::-1]           # negative stride
+    out = np.empty((3, 4))
+    _kernels.fused_eval(_prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1],
+                               [LEAKY, 5, 4, -1, -1, 0]]),
+                        6, [a, b], [-20.0], [0.5], [out], [5], (3, 4), 2, 16)
+    r = a * b - 20
+    np.testing.assert_array_equal(out, np.where(r > 0, r, r * 0.5))
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("case,exc", [
+    (dict(prog=[[99, 2, 0, 1, -1, -1]]), ValueError),                 # unknown opcode
+    (dict(prog=[[ADD, 0, 0, 1, -1, -1]]), ValueError),                # writes an input
+    (dict(prog=[[ADD, 2, 0, 7, -1, -1]]), ValueError),                # reads out of range
+    (dict(prog=[[ADD, 2, 0, 3, -1, -1]], nregs=4), ValueError),       # reads before written
+    (dict(prog=[[ADD, 2, 0, 1, 1, -1]]), ValueError),                 # stray operand
+    (dict(prog=[[LEAKY, 2, 0, -1, -1, 5]]), ValueError),              # immediate out of range
+    (dict(prog=[[ADD, 2, 0, 1, -1, -1]], nregs=5000), ValueError),    # too many registers
+    (dict(prog=[[ADD, 2, 0, 1, -1, -1]], out_regs=[3], nregs=4), ValueError),  # out never set
+    (dict(prog=[[ADD, 2, 0, 1, -1, -1], [ADD, 2, 0, 1, -1, -1]]), ValueError),  # out set twice
+    (dict(prog=np.zeros((1, 5))), ValueError),                          # bad program shape
+    (dict(out=np.empty(7)), ValueError),                                # wrong size
+    (dict(out=np.empty(8, np.float32)), TypeError),                     # wrong dtype
+    (dict(out=np.empty(16)[::2]), ValueError),                          # not contiguous
+    (dict(inputs=[np.ones(8), np.ones(3)]), ValueError),                # no broadcast
+    (dict(inputs=[np.ones(8), np.ones(8, np.float32)]), TypeError),     # dtype mix
+    (dict(inputs=[np.ones(8), [1.0] * 8]), TypeError),                  # not an array
+    (dict(shape=(-8,)), ValueError),
+    (dict(block=4), ValueError),
+])
+def test_fused_eval_rejects_bad_arguments_before_writing(case, exc):
+    out = case.get("out", np.full(8, -1.0))
+    inputs = case.get("inputs", [np.ones(8), np.ones(8)])
+    before = out.copy()
+    with pytest.raises(exc):
+        _kernels.fused_eval(_prog(case["prog"]) if "prog" in case and not isinstance(
+            case["prog"], np.ndarray) else case.get("prog", _prog([[ADD, 2, 0, 1, -1, -1]])),
+            case.get("nregs", 3), inputs, [], [0.1], [out], case.get("out_regs", [2]),
+            case.get("shape", (8,)), 2, case.get("block", 2048))
+    np.testing.assert_array_equal(out, before)
+
+
+@pytest.mark.valgrind
+def test_fused_eval_rejects_an_output_overlapping_an_input():
+    buf = np.ones(16)
+    with pytest.raises(ValueError, match="overlaps"):
+        _kernels.fused_eval(_prog([[ADD, 2, 0, 1, -1, -1]]), 3, [buf[:8], buf[8:]], [], [],
+                            [buf[4:12]], [2], (8,), 1)
+    np.testing.assert_array_equal(buf, np.ones(16))
+
+
+def test_small_results_run_eagerly_by_default():
+    f = Fusion(rtx.CpuBackend())
+    assert f.min_elements > 0
+    with rtx.use_backend(f):
+        small = rtx.ones(10) * 2.0 + 1.0
+        assert not small._value.pending
+        big = rtx.ones(f.min_elements) * 2.0 + 1.0
+        assert big._value.pending
+        row = rtx.ones(f.min_elements // 4, 1) + rtx.ones(4)   # broadcast output is big
+        assert row._value.pending
+        np.testing.assert_array_equal(big.numpy(), np.full(f.min_elements, 3.0, np.float32))
+        np.testing.assert_array_equal(small.numpy(), np.full(10, 3.0, np.float32))
+    with pytest.raises(ValueError):
+        Fusion(rtx.CpuBackend(), min_elements=-1)

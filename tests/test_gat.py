@@ -1,0 +1,324 @@
+"""GATConv: values against a numpy reference of the formula, PyG-shaped state
+dicts, float64 gradchecks, self-loops, edge features, bipartite input, edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _gat_reference import add_self_loops_ref, gat_conv_ref, gradcheck_module
+from conftest import tol
+
+import rtx
+from rtx.nn import GATConv, HeteroConv
+
+# Parameter names and shapes of torch_geometric 2.8.1's GATConv (read off its state_dict).
+PYG_KEYS = {
+    "homogeneous": ["att_src", "att_dst", "bias", "lin.weight"],
+    "bipartite": ["att_src", "att_dst", "bias", "lin_src.weight", "lin_dst.weight"],
+    "edge+res": ["att_src", "att_dst", "att_edge", "bias", "lin.weight", "lin_edge.weight",
+                 "res.weight"],
+}
+
+
+def _graph(n=7, e=24, seed=0, loops=True):
+    rng = np.random.default_rng(seed)
+    ei = rng.integers(0, n, size=(2, e))
+    if loops:
+        ei[:, :3] = [[1, 2, 2], [1, 2, 2]]  # existing (and repeated) self-loops
+    return rng, ei
+
+
+CONFIGS = {
+    "concat": dict(heads=2),
+    "mean": dict(heads=3, concat=False),
+    "no-loops": dict(heads=2, add_self_loops=False),
+    "slope": dict(heads=1, negative_slope=0.5),
+    "no-bias": dict(heads=2, bias=False),
+    "edge-mean": dict(heads=2, edge_dim=3),
+    "edge-add-res": dict(heads=2, edge_dim=3, fill_value="add", residual=True),
+    "edge-const-mean-res": dict(heads=2, edge_dim=3, fill_value=0.5, concat=False,
+                                residual=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_values_match_reference(name, backend, dtype):
+    kw = CONFIGS[name]
+    rng, ei = _graph()
+    x = rng.standard_normal((7, 5)).astype(dtype)
+    rtx.manual_seed(1)
+    conv = GATConv(5, 4, **kw).to(dtype)
+    attr = rng.standard_normal((ei.shape[1], 3)).astype(dtype) if "edge_dim" in kw else None
+    out, (used, alpha) = conv(rtx.tensor(x), ei, None if attr is None else rtx.tensor(attr),
+                              return_attention_weights=True)
+    ref, ref_ei, ref_alpha = gat_conv_ref(
+        x, ei, conv.state_dict(), kw["heads"], 4, kw.get("concat", True),
+        kw.get("negative_slope", 0.2), kw.get("add_self_loops", True), attr,
+        kw.get("fill_value", "mean"))
+    assert out.dtype == dtype and out.shape == ref.shape
+    np.testing.assert_allclose(out.numpy(), ref, **tol(dtype))
+    np.testing.assert_array_equal(used, ref_ei)
+    np.testing.assert_allclose(alpha.numpy(), ref_alpha, **tol(dtype))
+
+
+def test_self_loops_replace_existing_ones():
+    rng, ei = _graph()
+    conv = GATConv(5, 4, heads=2)
+    _, (used, alpha) = conv(rtx.tensor(rng.standard_normal((7, 5)).astype(np.float32)), ei,
+                            return_attention_weights=True)
+    loops = used[0] == used[1]
+    assert loops.sum() == 7 and (used[:, loops] == np.arange(7)).all()  # one per node, last
+    assert (used[:, -7:] == np.arange(7)).all()
+    assert used.shape[1] == (ei[0] != ei[1]).sum() + 7
+    # attention sums to one over each node's incoming edges, for each head
+    s = np.zeros((7, 2))
+    np.add.at(s, used[1], alpha.numpy())
+    np.testing.assert_allclose(s, 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("with_dst", [True, False])
+def test_bipartite_values(with_dst, dtype):
+    rng = np.random.default_rng(2)
+    xs, xd = rng.standard_normal((6, 5)).astype(dtype), rng.standard_normal((4, 3)).astype(dtype)
+    ei = np.stack([rng.integers(0, 6, 15), rng.integers(0, 4, 15)])
+    conv = GATConv((5, 3), 4, heads=2, add_self_loops=False, residual=True).to(dtype)
+    assert [k for k in conv.state_dict()] == PYG_KEYS["bipartite"] + ["res.weight"]
+    if with_dst:
+        out = conv((rtx.tensor(xs), rtx.tensor(xd)), ei)
+        ref, _, _ = gat_conv_ref((xs, xd), ei, conv.state_dict(), 2, 4, add_self_loops=False)
+    else:  # (x_src, None): no target term, PyG sizes the output by x_src (or size=)
+        ei = ei[:, ei[1] < 4]
+        out = conv((rtx.tensor(xs), None), ei)
+        ref, _, _ = gat_conv_ref((xs, None), ei, conv.state_dict(), 2, 4, add_self_loops=False)
+        assert conv((rtx.tensor(xs), None), ei, size=(6, 4)).shape == (4, 8)
+    np.testing.assert_allclose(out.numpy(), ref, **tol(dtype))
+
+
+def test_shared_weights_on_bipartite_pair():
+    """An int in_channels with a (x_src, x_dst) pair uses ``lin`` on both, as PyG."""
+    rng = np.random.default_rng(3)
+    xs, xd = rng.standard_normal((6, 5)), rng.standard_normal((4, 5))
+    ei = np.stack([rng.integers(0, 6, 12), rng.integers(0, 4, 12)])
+    conv = GATConv(5, 3, heads=2, add_self_loops=False).double()
+    out = conv((rtx.tensor(xs), rtx.tensor(xd)), ei)
+    ref, _, _ = gat_conv_ref((xs, xd), ei, conv.state_dict(), 2, 3, add_self_loops=False)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_pyg_state_dict_loads_and_gives_reference_outputs():
+    """numpy arrays under PyG's names and shapes load strictly, and the layer then
+    computes the reference formula with them."""
+    rng, ei = _graph(seed=4)
+    H, C, F, D = 3, 4, 5, 2
+    sd = {"att_src": rng.standard_normal((1, H, C)), "att_dst": rng.standard_normal((1, H, C)),
+          "att_edge": rng.standard_normal((1, H, C)), "bias": rng.standard_normal(H * C),
+          "lin.weight": rng.standard_normal((H * C, F)),
+          "lin_edge.weight": rng.standard_normal((H * C, D)),
+          "res.weight": rng.standard_normal((H * C, F))}
+    conv = GATConv(F, C, heads=H, edge_dim=D, residual=True).double()
+    assert list(conv.state_dict()) == PYG_KEYS["edge+res"]
+    conv.load_state_dict(sd)
+    x, attr = rng.standard_normal((7, F)), rng.standard_normal((ei.shape[1], D))
+    out = conv(rtx.tensor(x), ei, rtx.tensor(attr))
+    ref, _, _ = gat_conv_ref(x, ei, sd, H, C, edge_attr=attr)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
+    # a wrongly shaped PyG array is refused, naming the key
+    bad = dict(sd, **{"att_src": np.zeros((1, H, C + 1))})
+    with pytest.raises(RuntimeError, match="size mismatch for att_src"):
+        conv.load_state_dict(bad)
+    plain = GATConv(F, C, heads=H)
+    assert list(plain.state_dict()) == PYG_KEYS["homogeneous"]
+    assert plain.lin.weight.shape == (H * C, F) and plain.bias.shape == (H * C,)
+    assert GATConv(F, C, heads=H, concat=False).bias.shape == (C,)
+
+
+def test_matches_pyg_when_installed():
+    torch = pytest.importorskip("torch")
+    pyg = pytest.importorskip("torch_geometric.nn")
+    rng, ei = _graph(seed=5)
+    x, attr = rng.standard_normal((7, 5)), rng.standard_normal((ei.shape[1], 3))
+    for kw in (dict(heads=2), dict(heads=2, concat=False, edge_dim=3, residual=True)):
+        ref = pyg.GATConv(5, 4, **kw).double()
+        conv = GATConv(5, 4, **kw).double()
+        conv.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
+        a = attr if "edge_dim" in kw else None
+        r_out, (r_ei, r_alpha) = ref(torch.from_numpy(x), torch.from_numpy(ei),
+                                     None if a is None else torch.from_numpy(a),
+                                     return_attention_weights=True)
+        out, (used, alpha) = conv(rtx.tensor(x), ei, None if a is None else rtx.tensor(a),
+                                  return_attention_weights=True)
+        np.testing.assert_allclose(out.numpy(), r_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(used, r_ei.numpy())
+        np.testing.assert_allclose(alpha.numpy(), r_alpha.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+        assert repr(conv) == repr(ref)
+
+
+# ---------------------------------------------------------------- gradchecks
+def _homog_case(seed=6):
+    rng, ei = _graph(n=5, e=12, seed=seed)
+    return rng, ei, rtx.tensor(rng.standard_normal((5, 3)))
+
+
+@pytest.mark.parametrize("concat", [True, False], ids=["concat", "mean"])
+def test_gradcheck_homogeneous(concat):
+    rng, ei, x = _homog_case()
+    rtx.manual_seed(0)
+    conv = GATConv(3, 2, heads=2, concat=concat).double()
+    with rtx.no_grad():  # a non-zero bias and sharper attention than the init
+        conv.att_src.mul_(3.0)
+    assert gradcheck_module(conv, [x], lambda m, x: m(x, ei))
+
+
+def test_gradcheck_bipartite():
+    rng = np.random.default_rng(7)
+    xs, xd = rtx.tensor(rng.standard_normal((4, 3))), rtx.tensor(rng.standard_normal((3, 2)))
+    ei = np.stack([rng.integers(0, 4, 9), rng.integers(0, 3, 9)])
+    rtx.manual_seed(0)
+    conv = GATConv((3, 2), 2, heads=2, add_self_loops=False).double()
+    assert gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
+    conv = GATConv((3, 2), 2, heads=2, concat=False, add_self_loops=False).double()
+    assert gradcheck_module(conv, [xs, xd], lambda m, a, b: m((a, b), ei))
+
+
+def test_gradcheck_edge_features_and_residual():
+    rng, ei, x = _homog_case(seed=8)
+    attr = rtx.tensor(rng.standard_normal((ei.shape[1], 2)))
+    rtx.manual_seed(0)
+    conv = GATConv(3, 2, heads=2, edge_dim=2, residual=True).double()
+    assert gradcheck_module(conv, [x, attr], lambda m, x, a: m(x, ei, a))
+
+
+def test_gradcheck_attention_weights_output():
+    rng, ei, x = _homog_case(seed=9)
+    conv = GATConv(3, 2, heads=2).double()
+    assert gradcheck_module(conv, [x],
+                             lambda m, x: m(x, ei, return_attention_weights=True)[1][1])
+
+
+# --------------------------------------------------------------- edge cases
+def test_empty_edges_and_zero_nodes(dtype):
+    conv = GATConv(5, 3, heads=2, add_self_loops=False, residual=True).to(dtype)
+    with rtx.no_grad():
+        conv.bias.add_(1.0)
+    x = rtx.tensor(np.ones((4, 5), dtype=dtype), requires_grad=True)
+    out = conv(x, np.zeros((2, 0), dtype=np.int64))
+    np.testing.assert_allclose(out.numpy(), 1.0 + x.numpy() @ conv.res.weight.numpy().T,
+                               **tol(dtype))
+    out.sum().backward()
+    assert conv.lin.weight.grad is None or not conv.lin.weight.grad.numpy().any()
+    # zero nodes, with and without self-loops
+    for loops in (True, False):
+        c = GATConv(5, 3, heads=2, add_self_loops=loops).to(dtype)
+        z = rtx.tensor(np.zeros((0, 5), dtype=dtype), requires_grad=True)
+        o = c(z, np.zeros((2, 0), dtype=np.int64))
+        assert o.shape == (0, 6)
+        o.sum().backward()
+    # no edges but self-loops: each node attends only to itself
+    c = GATConv(5, 3, heads=2).double()
+    xv = np.random.default_rng(0).standard_normal((4, 5))
+    o = c(rtx.tensor(xv), np.zeros((2, 0), dtype=np.int64))
+    np.testing.assert_allclose(o.numpy(), xv @ c.lin.weight.numpy().T, rtol=1e-12, atol=1e-12)
+
+
+def test_edge_index_forms_and_cache():
+    rng, ei = _graph(seed=10)
+    x = rtx.tensor(rng.standard_normal((7, 5)))
+    conv = GATConv(5, 4, heads=2).double()
+    ref = conv(x, ei).numpy()
+    np.testing.assert_array_equal(conv(x, rtx.tensor(ei)).numpy(), ref)
+    np.testing.assert_array_equal(conv(x, ei.astype(np.int32)).numpy(), ref)
+    np.testing.assert_array_equal(conv(x, ei.tolist()).numpy(), ref)
+    np.testing.assert_array_equal(conv(x, rtx.EdgeIndex(ei, 7)).numpy(), ref)
+    # the layer reuses its checked edges while they are equal, and notices a change
+    ei2 = ei.copy()
+    conv(x, ei2)
+    ei2[0, 5] = (ei2[0, 5] + 1) % 7
+    expect, _, _ = gat_conv_ref(x.numpy(), ei2, conv.state_dict(), 2, 4)
+    np.testing.assert_allclose(conv(x, ei2).numpy(), expect, rtol=1e-12, atol=1e-12)
+    nl = GATConv(5, 4, heads=2, add_self_loops=False).double()
+    plan = rtx.EdgeIndex(ei, 7)
+    np.testing.assert_array_equal(nl(x, plan).numpy(), nl(x, ei).numpy())
+    with pytest.raises(ValueError, match="EdgeIndex was built for"):
+        nl(rtx.tensor(rng.standard_normal((8, 5))), plan)
+
+
+def test_dropout_on_attention():
+    rng, ei = _graph(seed=11)
+    x = rtx.tensor(rng.standard_normal((7, 5)))
+    conv = GATConv(5, 4, heads=2, dropout=0.5).double()
+    plain = GATConv(5, 4, heads=2).double()
+    plain.load_state_dict(conv.state_dict())
+    conv.eval()
+    np.testing.assert_array_equal(conv(x, ei).numpy(), plain(x, ei).numpy())
+    conv.train()
+    rtx.manual_seed(3)
+    a = conv(x, ei, return_attention_weights=True)[1][1].numpy()
+    rtx.manual_seed(3)
+    b = conv(x, ei, return_attention_weights=True)[1][1].numpy()
+    np.testing.assert_array_equal(a, b)  # seeded through rtx's generator
+    assert (a == 0).any() and set(np.unique(a[a > 0] > 0)) == {True}
+
+
+def test_repr_like_pyg():
+    assert repr(GATConv(8, 32, heads=2)) == "GATConv(8, 32, heads=2)"
+    assert repr(GATConv((8, 6), 4, add_self_loops=False)) == "GATConv((8, 6), 4, heads=1)"
+
+
+def test_bad_input_is_a_clear_error():
+    rng, ei = _graph(seed=12)
+    x = rtx.tensor(rng.standard_normal((7, 5)).astype(np.float32))
+    conv = GATConv(5, 4, heads=2)
+    with pytest.raises(ValueError, match=r"x must have shape \[num_nodes, 5\]"):
+        conv(rtx.zeros(7, 6), ei)
+    with pytest.raises(TypeError, match="rtx.Tensor"):
+        conv(np.zeros((7, 5)), ei)
+    with pytest.raises(IndexError):
+        conv(x, np.array([[0, 7], [1, 2]]))
+    with pytest.raises(IndexError):
+        conv(x, np.array([[0, -1], [1, 2]]))
+    with pytest.raises(ValueError, match=r"\[2, E\]"):
+        conv(x, np.zeros((3, 4), dtype=np.int64))
+    with pytest.raises(TypeError, match="integer"):
+        conv(x, np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="bipartite"):
+        conv((x, x), ei)
+    with pytest.raises(ValueError, match="edge_attr"):
+        GATConv(5, 4, edge_dim=2)(x, ei)
+    with pytest.raises(ValueError, match="edge_attr must have shape"):
+        GATConv(5, 4, edge_dim=2)(x, ei, rtx.zeros(ei.shape[1] - 1, 2))
+    for bad in (dict(heads=0), dict(dropout=1.0), dict(fill_value="median"),
+                dict(edge_dim=0)):
+        with pytest.raises(ValueError):
+            GATConv(5, 4, **bad)
+    with pytest.raises(ValueError):
+        GATConv((5, 3, 2), 4)
+    with pytest.raises(ValueError, match="bipartite edge type"):
+        HeteroConv({("a", "to", "b"): GATConv((5, 3), 4)})
+
+
+def test_reference_self_loop_helper():
+    """The reference's own self-loop rule (PyG's: remove, then one per node)."""
+    ei = np.array([[0, 1, 1, 2], [1, 1, 0, 2]])
+    out, attr = add_self_loops_ref(ei, 3, np.array([[1.0], [5.0], [3.0], [7.0]]), "mean")
+    np.testing.assert_array_equal(out, [[0, 1, 0, 1, 2], [1, 0, 0, 1, 2]])
+    np.testing.assert_allclose(attr[:, 0], [1.0, 3.0, 3.0, 1.0, 0.0])
+
+
+def test_working_memory_is_not_per_edge_and_channel():
+    """Peak rtx memory of a forward+backward stays well below one [E, H, C] tensor
+    (the size of the message tensor an unfused implementation forms)."""
+    rng = np.random.default_rng(13)
+    n, e, H, C = 2000, 60000, 4, 16
+    ei = rng.integers(0, n, size=(2, e))
+    x = rtx.tensor(rng.standard_normal((n, 16)).astype(np.float32))
+    conv = GATConv(16, C, heads=H)
+    conv(x, ei).sum().backward()  # warm the edge cache and the allocator
+    conv.zero_grad()
+    rtx.empty_cache()
+    base = rtx.memory_stats()["current_bytes"]
+    rtx.reset_peak_memory_stats()
+    conv(x, ei).sum().backward()
+    peak = rtx.memory_stats()["peak_bytes"] - base
+    message_tensor = e * H * C * 4
+    assert peak < 0.5 * message_tensor, (peak, message_tensor)

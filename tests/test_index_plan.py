@@ -1,0 +1,171 @@
+"""rtx.IndexPlan / rtx.EdgeIndex (issue 10 item 4): a private, checked copy of
+the indices with a lazily cached CSR grouping; index_select / index_add and
+their gradients accept it and give the same bits as raw indices."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rtx
+from rtx import _kernels
+from rtx.autograd import gradcheck
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+def test_plan_is_a_private_checked_copy(idx_dtype):
+    idx = np.array([3, 0, 3, 1], dtype=idx_dtype)
+    plan = rtx.IndexPlan(idx, 5)
+    idx[0] = 99  # the user's array changes: the plan does not
+    assert plan.indices.tolist() == [3, 0, 3, 1]
+    assert plan.dtype == idx_dtype and len(plan) == 4 and plan.num_rows == 5
+    assert not plan.indices.flags.writeable
+    with pytest.raises(ValueError):
+        plan.indices[0] = 1
+    assert not plan.is_grouped
+    ptr, perm = plan.csr()
+    assert plan.is_grouped
+    assert ptr.tolist() == [0, 1, 2, 2, 4, 4]
+    assert perm.tolist() == [1, 3, 0, 2]  # stable: positions in increasing order per row
+    assert plan.counts().tolist() == [1, 1, 0, 2, 0]
+    assert plan.csr()[0] is ptr  # cached
+    assert "IndexPlan" in repr(plan)
+
+
+def test_plan_from_tensor_list_and_plan():
+    a = rtx.IndexPlan(rtx.tensor(np.array([1, 0])), 2)
+    b = rtx.IndexPlan([1, 0], 2)
+    c = rtx.IndexPlan(a, 2)
+    assert a.indices.tolist() == b.indices.tolist() == c.indices.tolist() == [1, 0]
+    empty = rtx.IndexPlan([], 0)
+    assert len(empty) == 0 and empty.csr()[0].tolist() == [0]
+
+
+def test_plan_rejects_bad_input():
+    with pytest.raises(IndexError, match=r"indices\[1\] = 5"):
+        rtx.IndexPlan(np.array([0, 5]), 5)
+    with pytest.raises(IndexError):
+        rtx.IndexPlan(np.array([0, -1]), 5)
+    with pytest.raises(ValueError, match=">= 0"):
+        rtx.IndexPlan(np.array([0]), -1)
+    with pytest.raises(TypeError):
+        rtx.IndexPlan(np.array([0.0]), 3)
+    with pytest.raises(TypeError):
+        rtx.IndexPlan(np.array([[0]]), 3)
+    with pytest.raises(TypeError):
+        rtx.IndexPlan(np.array([0]), 2.0)
+
+
+def test_lazy_grouping_is_thread_safe():
+    rng = np.random.default_rng(0)
+    plan = rtx.IndexPlan(rng.integers(0, 1000, 200000), 1000)
+    got = []
+    barrier = threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        got.append(plan.csr())
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert all(g[0] is got[0][0] and g[1] is got[0][1] for g in got)
+    ptr, perm = got[0]
+    idx = plan.indices
+    np.testing.assert_array_equal(perm, np.argsort(idx, kind="stable"))
+    np.testing.assert_array_equal(np.diff(ptr), np.bincount(idx, minlength=1000))
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("shape", [(9,), (9, 3), (9, 2, 2)])
+def test_index_ops_with_plan_match_raw(backend, dtype, shape):
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, 6, 9)
+    plan = rtx.IndexPlan(idx, 6)
+    src = rtx.tensor(rng.standard_normal(shape).astype(dtype))
+    np.testing.assert_array_equal(bits(rtx.index_add(src, plan, 6).numpy()),
+                                  bits(rtx.index_add(src, idx, 6).numpy()))
+    x = rtx.tensor(rng.standard_normal((6,) + shape[1:]).astype(dtype))
+    np.testing.assert_array_equal(rtx.index_select(x, plan).numpy(),
+                                  rtx.index_select(x, idx).numpy())
+
+
+def test_index_ops_with_plan_gradcheck(backend):
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, 5, 8)
+    plan = rtx.IndexPlan(idx, 5)
+    src = rtx.tensor(rng.standard_normal((8, 3)), requires_grad=True)
+    x = rtx.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+    assert gradcheck(lambda a: rtx.index_add(a, plan, 5), (src,))
+    assert gradcheck(lambda a: rtx.index_select(a, plan), (x,))
+
+
+def test_plan_row_count_must_match(backend):
+    plan = rtx.IndexPlan(np.array([0, 1, 2]), 3)
+    with pytest.raises(ValueError, match="IndexPlan"):
+        rtx.index_add(rtx.tensor(np.ones((3, 2))), plan, 4)
+    with pytest.raises(ValueError, match="IndexPlan"):
+        rtx.index_select(rtx.tensor(np.ones((4, 2))), plan)
+    with pytest.raises(ValueError, match="len"):
+        rtx.index_add(rtx.tensor(np.ones((2, 2))), plan, 3)
+
+
+@pytest.mark.parametrize("F", [1, 16, 64])
+def test_warm_plan_scatter_bitwise_cold_any_threads(dtype, F):
+    rng = np.random.default_rng(3)
+    E, N = 50000, 2000
+    idx = rng.integers(0, N, E)
+    src = rtx.tensor(rng.standard_normal((E, F)).astype(dtype))
+    plan = rtx.IndexPlan(idx, N)
+    old = _kernels.set_parallel_thresholds(gather=0, scatter=0, scatter_min_row_bytes=0)
+    try:
+        ref = None
+        for T in (1, 2):
+            rtx.set_num_threads(T)
+            for index in (idx, plan, plan):
+                b = bits(rtx.index_add(src, index, N).numpy())
+                if ref is None:
+                    ref = b
+                np.testing.assert_array_equal(b, ref)
+    finally:
+        _kernels.set_parallel_thresholds(**old)
+
+
+def test_edge_index():
+    ei = np.array([[0, 2, 1, 2], [1, 0, 1, 3]])
+    e = rtx.EdgeIndex(ei, 3, 4)
+    assert (e.num_edges, e.num_src, e.num_dst) == (4, 3, 4)
+    assert e.src.indices.tolist() == [0, 2, 1, 2] and e.dst.indices.tolist() == [1, 0, 1, 3]
+    ei[0, 0] = 2
+    assert e.src.indices[0] == 0  # private copy
+    assert e.dst.csr()[0].tolist() == [0, 1, 3, 3, 4]
+    assert rtx.EdgeIndex(ei[:, :3], 3).num_dst == 3
+    assert "EdgeIndex" in repr(e)
+    with pytest.raises(IndexError, match="targets"):
+        rtx.EdgeIndex(ei, 3, 3)
+    with pytest.raises(ValueError, match="2 rows"):
+        rtx.EdgeIndex(ei[:1], 3)
+    with pytest.raises(TypeError):
+        rtx.EdgeIndex(ei[0], 3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 300), st.integers(1, 40), st.integers(0, 2**31))
+def test_property_csr_is_a_stable_sort(E, N, seed):
+    idx = np.random.default_rng(seed).integers(0, N, E).astype(np.int32)
+    ptr, perm = rtx.IndexPlan(idx, N).csr()
+    np.testing.assert_array_equal(perm, np.argsort(idx, kind="stable"))
+    counts = np.bincount(idx, minlength=N)
+    np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(counts)]))
