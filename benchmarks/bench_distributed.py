@@ -1,19 +1,21 @@
 """Graph-partitioned HetGAT training on 1 and 2 MPI ranks: epoch time and peak
 memory per rank, next to the scaling model of docs/distributed.md.
 
-    python benchmarks/bench_distributed.py                 # ~100,000 papers
+    python benchmarks/bench_distributed.py                 # ~100,000 papers, 1x1 then 2x1
+    python benchmarks/bench_distributed.py --configs 1x1,2x1,1x2 --rounds 3
     python benchmarks/bench_distributed.py --num-papers 20000 --epochs 3
 
-It launches ``mpiexec -n P python benchmarks/bench_distributed.py --worker``
-for each P in ``--ranks`` (one after the other, never concurrently), with
-``--threads`` OpenMP threads per rank split evenly (1 rank x 2 threads vs
-2 ranks x 1 thread on this 2-core machine: the same cores either way).  Each
-worker builds the same synthetic graph, takes its shard (``partition.shard``),
-trains ``--epochs`` full-batch epochs with DDP + Adam and reports, per rank:
-median epoch time, rtx's peak tensor bytes over the training epochs, peak RSS,
-its share of nodes and edges.  The scaling model's prediction for each rank
-(from the measured 1-rank run and the shard's edge/node counts) is printed
-beside the measurement.
+For each ``RANKSxTHREADS`` config (one after the other, never concurrently;
+``--rounds`` repeats the list, interleaved) it launches ``mpiexec -n RANKS python
+benchmarks/bench_distributed.py --worker`` with THREADS OpenMP and BLAS threads
+per rank (2x1 and 1x2 use the same 2 cores).  Each worker builds the same
+synthetic graph, takes its shard (``partition.shard``), trains ``--epochs``
+full-batch epochs with DDP + Adam and reports, per rank: median epoch time,
+rtx's peak tensor bytes over the training epochs, peak RSS, its nodes and edge
+work.  The scaling model's range for each rank (from the round's 1-rank run and
+the shard's node and edge counts) is printed beside the measurement, with the
+machine's load average (this benchmark's numbers mean little on a loaded machine
+unless 1 and 2 ranks are interleaved and repeated).
 """
 
 from __future__ import annotations
@@ -59,15 +61,15 @@ def worker(args: argparse.Namespace) -> None:
             json.dump(out, f)
 
 
-def launch(nranks: int, args: argparse.Namespace) -> dict:
+def launch(nranks: int, threads: int, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "out.json")
         cmd = ["mpiexec", "-n", str(nranks), sys.executable, os.path.abspath(__file__),
                "--worker", "--json", path, "--num-papers", str(args.num_papers),
                "--epochs", str(args.epochs), "--hidden", str(args.hidden),
                "--heads", str(args.heads), "--method", args.method,
-               "--rank-threads", str(max(1, args.threads // nranks))]
-        per = str(max(1, args.threads // nranks))  # rtx's OpenMP and numpy's BLAS alike
+               "--rank-threads", str(threads)]
+        per = str(threads)  # rtx's OpenMP and numpy's BLAS alike
         env = dict(os.environ, OMP_NUM_THREADS=per, OPENBLAS_NUM_THREADS=per,
                    MKL_NUM_THREADS=per)
         t0 = time.perf_counter()
@@ -79,6 +81,11 @@ def launch(nranks: int, args: argparse.Namespace) -> dict:
     return res
 
 
+def _work(r: dict) -> int:
+    """Edge work of a rank: edges summed over the layers that process them."""
+    return int(sum(r["layer_edges"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,8 +93,11 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=2, help="total threads over all ranks")
-    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--configs", default="1x1,2x1",
+                    help="RANKSxTHREADS_PER_RANK, comma-separated, run in this order; the "
+                         "first one with 1 rank is the scaling model's baseline")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the configs this many times, interleaved")
     ap.add_argument("--method", default="auto", choices=["auto", "metis", "contiguous"])
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
@@ -98,34 +108,48 @@ def main() -> None:
         return
     import rtx
 
+    configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
     print(f"rtx {rtx.__version__}; HetGAT 2 layers, hidden {args.hidden}, {args.heads} heads; "
-          f"synthetic_hetgraph({args.num_papers}); {args.epochs} epochs; {args.threads} "
-          f"threads in total; partition {args.method}; {os.cpu_count()} CPUs (shared)")
-    results = {int(p): launch(int(p), args) for p in args.ranks.split(",")}
-    base = results.get(1)
-    print()
-    print(f"{'ranks':>5} {'rank':>4} {'nodes':>8} {'edges':>9} {'epoch s':>8} {'model s':>8} "
-          f"{'rtx peak MB':>11} {'model MB':>9} {'peak RSS MB':>11}")
-    for p, res in results.items():
+          f"synthetic_hetgraph({args.num_papers}); {args.epochs} epochs; partition "
+          f"{args.method}; {os.cpu_count()} CPUs, shared with other users (load average "
+          f"{os.getloadavg()[0]:.1f} at start)")
+    runs = []
+    for rnd in range(args.rounds):
+        for p, t in configs:
+            runs.append((rnd, p, t, launch(p, t, args)))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    print("\nmodel (docs/distributed.md), from the round's first 1-rank run: epoch s between "
+          "base * work_r/work_1 (edge-bound) and base * nodes_r/nodes_1 (node-bound), times "
+          "threads_1/threads_r; rtx peak MB between the same two fractions of base; "
+          "work = edges summed over the layers that process them")
+    print(f"{'round':>5} {'PxT':>5} {'rank':>4} {'nodes':>8} {'work':>9} {'epoch s':>8} "
+          f"{'model s':>11} {'rtx peak MB':>11} {'model MB':>11} {'peak RSS MB':>11}")
+    for rnd, p, t, res in runs:
+        base = next((b for r_, q, _, b in runs if r_ == rnd and q == 1), None)
         for r in res["ranks"]:
-            pred_t = pred_m = float("nan")
+            t_lo = t_hi = lo = hi = float("nan")
             if base is not None:
                 b = base["ranks"][0]
-                frac = r["edges"] / b["edges"]
-                # the model: time ~ edges (x threads ratio), tensor memory ~ edges
-                pred_t = b["median_epoch_s"] * frac * (
-                    base["threads_per_rank"] / res["threads_per_rank"])
-                pred_m = b["rtx_peak_mb"] * frac
-            print(f"{p:>5} {r['rank']:>4} {r['nodes']:>8} {r['edges']:>9} "
-                  f"{r['median_epoch_s']:>8.2f} {pred_t:>8.2f} {r['rtx_peak_mb']:>11.0f} "
-                  f"{pred_m:>9.0f} {r['peak_rss_mb']:>11.0f}")
-    if base is not None and 2 in results:
-        two = results[2]
-        slowest = max(r["median_epoch_s"] for r in two["ranks"])
-        print(f"\nspeed-up (slowest-rank median epoch, 1 rank / 2 ranks): "
-              f"{base['ranks'][0]['median_epoch_s'] / slowest:.2f}x")
-        print(f"loss curves 1 vs 2 ranks: max |diff| "
-              f"{max(abs(a - b) for a, b in zip(base['loss'], two['loss'], strict=True)):.2e}")
+                fw, fn = _work(r) / _work(b), r["nodes"] / b["nodes"]
+                thr = base["threads_per_rank"] / t
+                t_lo, t_hi = sorted((b["median_epoch_s"] * fw * thr,
+                                     b["median_epoch_s"] * fn * thr))
+                lo, hi = sorted((b["rtx_peak_mb"] * fw, b["rtx_peak_mb"] * fn))
+            print(f"{rnd:>5} {f'{p}x{t}':>5} {r['rank']:>4} {r['nodes']:>8} {_work(r):>9} "
+                  f"{r['median_epoch_s']:>8.2f} {f'{t_lo:.2f}-{t_hi:.2f}':>11} "
+                  f"{r['rtx_peak_mb']:>11.0f} {f'{lo:.0f}-{hi:.0f}':>11} "
+                  f"{r['peak_rss_mb']:>11.0f}")
+    for rnd in range(args.rounds):
+        one = [res for r_, p, _, res in runs if r_ == rnd and p == 1]
+        many = [(p, res) for r_, p, _, res in runs if r_ == rnd and p > 1]
+        for p, res in many:
+            if not one:
+                continue
+            slowest = max(r["median_epoch_s"] for r in res["ranks"])
+            diff = max(abs(a - b) for a, b in zip(one[0]["loss"], res["loss"], strict=True))
+            ratio = one[0]["ranks"][0]["median_epoch_s"] / slowest
+            print(f"round {rnd}: epoch time 1 rank / {p} ranks (slowest) {ratio:.2f}x; "
+                  f"loss curves max |diff| {diff:.1e}")
 
 
 if __name__ == "__main__":

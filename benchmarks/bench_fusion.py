@@ -29,20 +29,10 @@ from typing import Any
 
 import numpy as np
 
-try:   # python benchmarks/run.py fusion (or python -m benchmarks fusion)
-    from .bench import _loadavg, _try_import, interleaved, machine, table, today
-except ImportError:   # python benchmarks/bench_fusion.py
-    from bench import (  # type: ignore[no-redef]
-        _loadavg,
-        _try_import,
-        interleaved,
-        machine,
-        table,
-        today,
-    )
-
-import rtx
-from rtx.fusion import Fusion
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import rtx  # noqa: E402 - the checkout's in-place build when there is one
+from benchmarks.bench import _loadavg, _try_import, interleaved, machine, table, today  # noqa: E402
+from rtx.fusion import Fusion  # noqa: E402
 
 SLOPE = 0.01
 

@@ -33,6 +33,33 @@ from libc.stdlib cimport free, malloc
 
 cimport numpy as cnp
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* keep ? x : y as a bitwise blend: no branch, so the loops around it
+       vectorise (gcc will not if-convert a float select under the default
+       -ftrapping-math); the result is bit-for-bit the ternary's. */
+    static inline float rtx_self(int keep, float x, float y) {
+        uint32_t a, b, m = (uint32_t)0 - (uint32_t)(keep != 0);
+        float r;
+        memcpy(&a, &x, 4); memcpy(&b, &y, 4);
+        a = (a & m) | (b & ~m);
+        memcpy(&r, &a, 4);
+        return r;
+    }
+    static inline double rtx_seld(int keep, double x, double y) {
+        uint64_t a, b, m = (uint64_t)0 - (uint64_t)(keep != 0);
+        double r;
+        memcpy(&a, &x, 8); memcpy(&b, &y, 8);
+        a = (a & m) | (b & ~m);
+        memcpy(&r, &a, 8);
+        return r;
+    }
+    """
+    float rtx_self(int keep, float x, float y) noexcept nogil
+    double rtx_seld(int keep, double x, double y) noexcept nogil
+
 cnp.import_array()
 
 cdef enum:
@@ -113,9 +140,17 @@ cdef struct FxPlan:
 
 
 # ------------------------------------------------------------------ the ops
+cdef inline real _sel(bint keep, real x, real y) noexcept nogil:
+    if real is float:
+        return rtx_self(keep, x, y)
+    else:
+        return rtx_seld(keep, x, y)
+
+
 cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
-    cdef real x, e
+    cdef real x, e, y, p, q
+    cdef bint keep
     if op == FX_COPY:
         for i in range(n):
             d[i] = a[i]
@@ -150,7 +185,9 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
         # sign(0) = 0, sign(nan) = nan
         for i in range(n):
             x = a[i]
-            d[i] = x if x != x else <real>((x > 0) - (x < 0))
+            e = <real>((x > 0) - (x < 0))
+            keep = x != x
+            d[i] = _sel(keep, x, e)
     elif op == FX_TANH:
         for i in range(n):
             if real is float:
@@ -165,32 +202,40 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
                 e = expf(-fabsf(x))
             else:
                 e = exp(-fabs(x))
-            d[i] = 1 / (1 + e) if x >= 0 else e / (1 + e)
+            y = 1 + e
+            p = 1 / y
+            q = e / y
+            keep = x >= 0
+            d[i] = _sel(keep, p, q)
     elif op == FX_RELU:
         # maximum(x, 0): NaN propagates
         for i in range(n):
             x = a[i]
-            d[i] = x if (x >= 0 or x != x) else 0
+            keep = (x >= 0) | (x != x)
+            d[i] = _sel(keep, x, 0)
     elif op == FX_LEAKY_RELU:
         for i in range(n):
             x = a[i]
-            d[i] = x if x > 0 else x * k
+            y = x * k
+            keep = x > 0
+            d[i] = _sel(keep, x, y)
     elif op == FX_ELU:
         # x > 0: x; else alpha * expm1(x)  (x <= 0 or NaN there, = min(x, 0))
         for i in range(n):
             x = a[i]
-            if x > 0:
-                d[i] = x
-            elif real is float:
-                d[i] = k * expm1f(x)
+            if real is float:
+                y = k * expm1f(x)
             else:
-                d[i] = k * expm1(x)
+                y = k * expm1(x)
+            keep = x > 0
+            d[i] = _sel(keep, x, y)
 
 
 cdef void _fx_binary(int op, real* d, const real* a, const real* b,
                      Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     cdef real x, y
+    cdef bint keep
     if op == FX_ADD:
         for i in range(n):
             d[i] = a[i] + b[i]
@@ -213,12 +258,14 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
         for i in range(n):
             x = a[i]
             y = b[i]
-            d[i] = x if (x >= y or x != x) else y
+            keep = (x >= y) | (x != x)
+            d[i] = _sel(keep, x, y)
     elif op == FX_MINIMUM:
         for i in range(n):
             x = a[i]
             y = b[i]
-            d[i] = x if (x <= y or x != x) else y
+            keep = (x <= y) | (x != x)
+            d[i] = _sel(keep, x, y)
     elif op == FX_EQ:
         for i in range(n):
             d[i] = a[i] == b[i]
@@ -242,8 +289,13 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
 cdef void _fx_where(real* d, const real* c, const real* a, const real* b,
                     Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
+    cdef real x, y
+    cdef bint keep
     for i in range(n):
-        d[i] = a[i] if c[i] != 0 else b[i]
+        x = a[i]
+        y = b[i]
+        keep = c[i] != 0
+        d[i] = _sel(keep, x, y)
 
 
 # ----------------------------------------------------------- the block loop
@@ -351,7 +403,7 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         regp = regp_all + tid * P.nregs
         slots = <real*>(scratch + tid * per_thread)
         _fx_thread_init(P, regp, slots)
-        for b in prange(nblocks, schedule="static"):
+        for b in prange(nblocks, schedule="dynamic", chunksize=8):
             _fx_block(P, regp, slots, b)
 
 

@@ -13,9 +13,11 @@ use only what an earlier one defines):
 4. ``_storage.pxi``  owned storage and the caching allocator
 5. ``_csr.pxi``      CSR grouping (counting sort + row pointers, row splits)
 6. ``_index.pxi``    gather / scatter-add
-7. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
-8. ``_message.pxi``  fused message passing and its SDDMM gradient
-9. ``_dlpack.pxi``   DLPack import/export
+7. ``_snapshot.pxi`` private, immutable snapshots of index arrays
+8. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
+9. ``_message.pxi``  fused message passing and its SDDMM gradient
+10. ``_dlpack.pxi``  DLPack import/export
+11. ``_fused.pxi``   fused elementwise kernels (the Fusion backend)
 """
 
 from cython.parallel cimport prange

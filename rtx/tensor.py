@@ -690,6 +690,7 @@ class Tensor:
             )
         import copy as _copy
 
+        # type(self): a Parameter stays a Parameter (copy.deepcopy of a model)
         t = type(self)._make(self._ad.inner.copy(self._value), self._ad, self._rg)
         memo[id(self)] = t
         if self.grad is not None:

@@ -23,7 +23,8 @@ def _fusion_backend() -> rtx.Backend:
 # registers itself (cpu, minimal).  "fusion" (opt-in) is the elementwise-fusing
 # stack over the CPU backend with min_elements=0: it fuses even the small
 # tensors the tests use.
-rtx.backend.register_backend("fusion", _fusion_backend)
+if "fusion" not in rtx.backend.registered_backends():  # test modules import conftest again
+    rtx.backend.register_backend("fusion", _fusion_backend)
 DEFAULT_BACKENDS = ["cpu", "minimal"]
 BACKEND_NAMES = [b.strip() for b in os.environ.get("RTX_TEST_BACKENDS", "").split(",")
                  if b.strip()] or DEFAULT_BACKENDS

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 from _gat_reference import gat_conv_ref
-from conftest import run_child
+from conftest import child_env, run_child, run_python
 
 import rtx
 import rtx.distributed as dist
@@ -118,15 +118,17 @@ def _hetgat_ref_params(data, hidden, heads, num_layers, out, seed=0):
     return layers, head
 
 
-def _hetgat_ref(g, params, heads):
+def _hetgat_ref(g, params, heads, layer_edges=None):
+    """numpy HetGAT; ``layer_edges``: one edge dict per layer (default: g's for all)."""
     layers, (w, b) = params
     x = {nt: a.astype(np.float64) for nt, a in g.x_dict.items()}
-    for convs in layers:
+    for li, convs in enumerate(layers):
         acc: dict[str, np.ndarray] = {}
+        edges = g.edge_index_dict if layer_edges is None else layer_edges[li]
         for et, p in convs.items():
             s, _, d = et
             inp = x[s] if s == d else (x[s], x[d])
-            o, _, _ = gat_conv_ref(inp, g.edge_index_dict[et], p, heads, p["bias"].size // heads,
+            o, _, _ = gat_conv_ref(inp, edges[et], p, heads, p["bias"].size // heads,
                                    add_self_loops=(s == d))
             acc[d] = acc[d] + o if d in acc else o
         x = {nt: np.where(v > 0, v, np.expm1(np.minimum(v, 0))) for nt, v in acc.items()}
@@ -150,6 +152,14 @@ def test_khop_subgraph_gives_the_full_graph_outputs_for_owned_nodes(method, part
         seen[owned] += 1
         local = _hetgat_ref(lg.graph, params, heads=2)
         np.testing.assert_allclose(local[: lg.num_owned], full[owned], rtol=1e-10, atol=1e-12)
+        # per-layer edge sets (layer l: only edges into R_{l+1}) give the same rows
+        assert len(lg.layer_edge_index) == num_layers
+        assert lg.layer_edge_index[0] is lg.graph.edge_index_dict
+        per_layer = _hetgat_ref(lg.graph, params, heads=2, layer_edges=lg.layer_edge_index)
+        np.testing.assert_allclose(per_layer[: lg.num_owned], full[owned], rtol=1e-10,
+                                   atol=1e-12)
+        sizes = lg.stats()["layer_edges"]
+        assert sizes == sorted(sizes, reverse=True) and sizes[0] == lg.graph.num_edges
         for m in ("train_mask", "val_mask", "test_mask"):  # masks only on owned nodes
             lm = getattr(lg.graph, m)
             assert not lm[lg.num_owned:].any()
@@ -182,6 +192,10 @@ def test_khop_levels_by_hand():
     assert lg.num_owned == 1 and lg.stats()["halo_target"] == 2
     # edges into R_1 = {1, 2}: 0->1 and 1->2, relabelled
     assert lg.graph.edge_index_dict[("paper", "cites", "paper")].tolist() == [[1, 2], [2, 0]]
+    # the last layer needs only the edges into R_2 = {2}: 1 -> 2 and x -> 2
+    last = lg.layer_edge_index[1]
+    assert last[("paper", "cites", "paper")].tolist() == [[2], [0]]
+    assert last[("author", "writes", "paper")].tolist() == [[0], [0]]
 
 
 def test_partition_arguments():
@@ -201,3 +215,34 @@ def test_partition_arguments():
         local_subgraph(data, np.array([100]), 2)
     a, b = shard(data, 2, rank=0, world_size=2), shard(data, 2, rank=1, world_size=2)
     assert a.num_owned + b.num_owned == 100
+
+
+def test_post_backward_hook_sees_final_gradients():
+    from rtx.autograd.graph import register_post_backward_hook
+
+    x = rtx.tensor([1.0, 2.0], requires_grad=True)
+    w = rtx.tensor([3.0, -1.0], requires_grad=True)
+    seen = []
+
+    def hook(leaves):
+        seen.append({id(t): t.grad.numpy().copy() for t in leaves})
+
+    h = register_post_backward_hook(hook)
+    try:
+        ((x * w).sum() + (x * x).sum()).backward()  # x used twice: grads summed first
+        assert len(seen) == 1 and set(seen[0]) == {id(x), id(w)}
+        np.testing.assert_array_equal(seen[0][id(x)], [5.0, 3.0])  # w + 2x, complete
+        rtx.autograd.grad((x * w).sum(), [x])  # grad() touches no .grad: no hook
+        assert len(seen) == 1
+    finally:
+        h.remove()
+    (x * w).sum().backward()
+    assert len(seen) == 1  # removed
+
+
+def test_example_distributed_without_a_launcher_says_how_to_launch():
+    env = {k: v for k, v in child_env().items() if k not in _comm._LAUNCH_VARS}
+    r = run_python(["-m", "rtx.examples.hetgat", "--distributed", "--num-papers", "100",
+                    "--epochs", "1"], env=env)
+    assert r.returncode != 0
+    assert "mpiexec -n N" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -499,3 +499,15 @@ def test_small_results_run_eagerly_by_default():
         np.testing.assert_array_equal(small.numpy(), np.full(10, 3.0, np.float32))
     with pytest.raises(ValueError):
         Fusion(rtx.CpuBackend(), min_elements=-1)
+
+
+def test_zero_dim_bool_condition(fz):
+    a = rtx.tensor(np.float64(0.0))
+    b = rtx.tensor(np.float64(2.5))
+    y = rtx.where(a == 0, 1.0, b) * 2.0      # a 0-d bool leaf enters the program
+    assert (a == 0)._value.dtype == np.bool_
+    c = a == 0
+    c.numpy()
+    z = rtx.where(c, b, 1.0) + 0.5
+    assert y.numpy().shape == () and float(y.numpy()) == 2.0
+    assert float(z.numpy()) == 3.0

@@ -98,6 +98,43 @@ def test_kernels_read_a_private_copy_checked_after_copying(itype):
     np.testing.assert_array_equal(out, x[[0, 2, 1]])
 
 
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_snapshot_check_judges_exactly_the_copied_values(itype):
+    """While another thread flips entries between valid and out of range, the
+    verdict of ``snapshot_indices`` must describe the copy it returns: no bad
+    value in a snapshot reported clean, and the reported position is the first
+    bad value of the copy.  (A check that re-read the caller's array after
+    copying, the race the snapshot exists to close, fails this.)"""
+    E, n = 4096 * 64, 10
+    idx = np.zeros(E, dtype=itype)
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            idx[::1024] = 1 << 30
+            idx[::1024] = 0
+
+    th = threading.Thread(target=flip)
+    th.start()
+    seen = {"clean": 0, "bad": 0}
+    try:
+        import time
+        t_end = time.perf_counter() + 2.0
+        while time.perf_counter() < t_end:
+            snap, bad = _kernels.snapshot_indices(idx, n)
+            if bad < 0:
+                assert int(snap.max()) < n, "a bad value in a snapshot reported clean"
+                seen["clean"] += 1
+            else:
+                assert int(snap[bad]) >= n, "the reported position holds a valid value"
+                assert int(snap[:bad].max(initial=0)) < n, "an earlier bad value was skipped"
+                seen["bad"] += 1
+    finally:
+        stop.set()
+        th.join()
+    assert seen["clean"] + seen["bad"] > 0
+
+
 @pytest.mark.valgrind
 def test_snapshots_are_immutable_and_recognised():
     idx = np.array([3, 1, 2], dtype=np.int64)
@@ -168,6 +205,11 @@ def test_index_select_input_is_never_modified_and_results_match():
 
 
 # ---------------------------------------------------------------- DLPack args
+def _stable_id(v: object) -> str:
+    """A test id that is the same in every process (pytest-xdist compares them)."""
+    return "object()" if type(v) is object else repr(v)
+
+
 _BAD_DEVICE = [(), (1,), [1], (None, 0), (1, None), (None, None), ("1", "0"), "10", b"10",
                1, 1.0, (1.5, 0), (1, 0, 0), {0: 1, 1: 0}, (2**64, 0), (1, 2**64),
                (-(2**70), 0), object(), (True, False)]
@@ -197,13 +239,8 @@ def test_malformed_dlpack_arguments_in_a_child(kwarg):
     assert r.returncode == 0 and "clean" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
 
 
-def _param_id(v: object) -> str:
-    """repr, without a memory address (pytest-xdist workers must collect equal ids)."""
-    return "object()" if type(v) is object else repr(v)
-
-
 @pytest.mark.valgrind
-@pytest.mark.parametrize("dev", _BAD_DEVICE, ids=_param_id)
+@pytest.mark.parametrize("dev", _BAD_DEVICE, ids=_stable_id)
 def test_malformed_dl_device_raises_cleanly(dev):
     t = rtx.tensor([1.0, 2.0])
     with pytest.raises((TypeError, BufferError)):
@@ -211,7 +248,7 @@ def test_malformed_dl_device_raises_cleanly(dev):
 
 
 @pytest.mark.valgrind
-@pytest.mark.parametrize("ver", _BAD_VERSION, ids=_param_id)
+@pytest.mark.parametrize("ver", _BAD_VERSION, ids=_stable_id)
 def test_malformed_max_version_raises_cleanly(ver):
     t = rtx.tensor([1.0, 2.0])
     with pytest.raises(TypeError):

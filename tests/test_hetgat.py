@@ -82,6 +82,7 @@ def test_hetgat_values_match_reference(layers):
     np.testing.assert_allclose(out.numpy(), _hetgat_ref(m, x, ei), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore:There exist node types")  # PyG's note on the last layer
 def test_hetgat_matches_pyg_when_installed():
     torch = pytest.importorskip("torch")
     pyg = pytest.importorskip("torch_geometric.nn")
@@ -222,6 +223,26 @@ def test_state_dict_round_trip_gives_identical_outputs(tmp_path):
                                   b(x, g.edge_index_dict).numpy())
 
 
+def test_edges_are_checked_once_and_shared_across_layers():
+    x, ei = _tiny(seed=11)
+    m = HetGAT((["item", "user"], EDGE_TYPES), {"item": 3, "user": 2}, 8, 3, heads=2,
+               target="item").double()
+    xt = _t(x)
+    first = m(xt, ei).numpy()
+    plans = {et: m._edge_cache[et][2] for et in EDGE_TYPES}
+    again = m(xt, {k: v.copy() for k, v in ei.items()})  # equal values: same plans
+    np.testing.assert_array_equal(again.numpy(), first)
+    assert all(m._edge_cache[et][2] is plans[et] for et in EDGE_TYPES)
+    # an array changed in place is noticed
+    changed = {k: v.copy() for k, v in ei.items()}
+    changed[("user", "buys", "item")][1, 0] = (changed[("user", "buys", "item")][1, 0] + 1) % 5
+    np.testing.assert_allclose(m(xt, changed).numpy(), _hetgat_ref(m, x, changed),
+                               rtol=1e-12, atol=1e-12)
+    # rtx.EdgeIndex objects are taken as they are
+    given = {et: rtx.EdgeIndex(v, x[et[0]].shape[0], x[et[2]].shape[0]) for et, v in ei.items()}
+    np.testing.assert_array_equal(m(xt, given).numpy(), first)
+
+
 def test_same_bits_at_any_thread_count():
     g = synthetic_hetgraph(300, seed=3)
     x = _t(g.x_dict)
@@ -275,7 +296,7 @@ def test_bad_metadata_and_inputs_name_the_type():
         m(xt, missing)
     bad = dict(ei)
     bad[("user", "buys", "item")] = np.array([[0], [9]])
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=r"\('user', 'buys', 'item'\)"):
         m(xt, bad)
     with pytest.raises(ValueError, match="no features for node type 'user'"):
         HeteroConv({("user", "buys", "item"): GATConv((2, 3), 2, add_self_loops=False)})(

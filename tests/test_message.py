@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rtx
 from rtx import _kernels
 from rtx.autograd import gradcheck
+
+
+def tol(dtype) -> dict:
+    """Comparison tolerances against numpy references for a dtype (as conftest's)."""
+    return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {
+        "rtol": 1e-12, "atol": 1e-12}
 
 
 def bits(a: np.ndarray) -> np.ndarray:

@@ -7,6 +7,9 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import rtx
 import rtx.nn as nn
@@ -525,5 +528,66 @@ def test_deepcopy_of_a_model(backend):
         c[0].weight.add_(1.0)  # independent values
     assert not np.array_equal(c[0].weight.numpy(), lin.weight.numpy())
     c(rtx.ones(2, 3)).sum().backward()  # the copy trains on its own
-    with pytest.raises(RuntimeError, match="graph leaves"):
+    with pytest.raises(RuntimeError, match="leaf"):
         copy.deepcopy(lin.weight * 2)
+
+
+# a tree of what rtx.save keeps: arrays, numbers, strings, None, in dicts / lists / tuples
+_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**62, 2**62), st.text(max_size=5),
+    st.floats(allow_nan=True, allow_infinity=True),
+    hnp.arrays(st.sampled_from([np.float32, np.float64, np.int64, np.int32, np.bool_]),
+               hnp.array_shapes(min_dims=0, max_dims=3, max_side=3)),
+)
+_trees = st.recursive(
+    _leaves,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3),
+        st.lists(kids, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), kids, max_size=3),
+        st.dictionaries(st.integers(-5, 5), kids, max_size=3),
+    ),
+    max_leaves=8,
+)
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return (isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+                and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return (type(b) is dict and list(a) == list(b)
+                and all(_same(a[k], b[k]) for k in a))
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tree=_trees)
+def test_save_load_round_trips_any_tree(tree, tmp_path_factory):
+    path = tmp_path_factory.mktemp("save") / "t.npz"
+    rtx.save(tree, path)  # any tree, even a bare leaf or an empty-string key
+    assert _same(tree, rtx.load(path))
+
+
+def test_save_key_collision_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="same key"):
+        rtx.save({1: np.ones(1), "1": np.zeros(1)}, tmp_path / "c.npz")
+
+
+def test_pickle_of_a_model_keeps_parameters():
+    import pickle
+
+    m = TwoLayer()
+    m(rtx.ones(2, 4)).sum().backward()
+    c = pickle.loads(pickle.dumps(m))
+    assert [n for n, _ in c.named_parameters()] == [n for n, _ in m.named_parameters()]
+    assert all(isinstance(p, nn.Parameter) and p.requires_grad for p in c.parameters())
+    for (_, p), (_, q) in zip(m.named_parameters(), c.named_parameters(), strict=True):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+    x = rtx.randn(3, 4, seed=0)
+    np.testing.assert_array_equal(m(x).numpy(), c(x).numpy())

@@ -307,3 +307,32 @@ def test_losses_match_torch(reduction):
         r.sum().backward()
         q.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_inplace_change_of_saved_logits_is_caught():
+    x = rtx.randn(3, 4, requires_grad=True, seed=0)
+    y = x * 1.0
+    loss = F.cross_entropy(y, [0, 1, 2])
+    with rtx.no_grad():
+        y.add_(1.0)  # the fused node saved y's buffer for its backward
+    with pytest.raises(RuntimeError, match="modified"):
+        loss.backward()
+
+
+# ------------------------------------------- backend-level validation
+def test_loss_backend_ops_validate_targets_first(backend):
+    x = backend.from_numpy(np.zeros((3, 4)))
+    with pytest.raises(IndexError, match=r"indices\[1\] = 4 is out of range"):
+        backend.cross_entropy_forward(x, np.array([0, 4, 1]))
+    with pytest.raises(IndexError):
+        backend.nll_forward(x, np.array([0, -1, 1]))
+    with pytest.raises(ValueError, match="target must have shape"):
+        backend.cross_entropy_forward(x, np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"\[N, C\]"):
+        backend.cross_entropy_forward(backend.from_numpy(np.zeros(3)), np.array([0, 1, 2]))
+    _, st = backend.cross_entropy_forward(x, np.array([0, 1, 2]))
+    with pytest.raises(IndexError):
+        backend.cross_entropy_backward(x, st, np.array([0, 9, 2]),
+                                       backend.from_numpy(np.ones(3)))
+    with pytest.raises(IndexError):
+        backend.nll_backward(backend.from_numpy(np.ones(3)), np.array([0, 9, 2]), (3, 4))

@@ -79,7 +79,7 @@ MUTANTS = [
     Mutant("snapshot-checks-user-memory", "rtx/_snapshot.pxi",
            "            anybad |= <int>(<uint64_t><int64_t>dst[i] >= un)",
            "            anybad |= <int>(<uint64_t><int64_t>src[i] >= un)",
-           [HK], "the fused check reads the user's array again (TOCTOU)", k="never_crashes"),
+           [HK], "the fused check reads the user's array again (TOCTOU)", k="judges"),
     Mutant("snapshot-writable", "rtx/_snapshot.pxi",
            "        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE:\n"
            "            raise BufferError(\"rtx index snapshots are read-only\")",

@@ -20,13 +20,14 @@ calls).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from typing import Any
 
 import numpy as np
 
-from .._kernels import Storage, csr_build
-from ._index_check import as_index_array, check_bounds
+from .._kernels import Storage, csr_build, snapshot_indices
+from ._index_check import _index_error, as_index_array
 
 
 def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -68,10 +69,10 @@ class IndexPlan:
         if isinstance(indices, IndexPlan):
             indices = indices._idx
         arr = as_index_array(_host_indices(indices), _op)
-        own = _owned(arr.shape, arr.dtype)
-        np.copyto(own, arr)  # the copy is checked, so no one can change it afterwards
-        check_bounds(own, n, _op)
-        own.flags.writeable = False
+        # an immutable snapshot (its buffer refuses writers), checked after the copy
+        own, bad = snapshot_indices(arr, min(n, sys.maxsize))
+        if bad >= 0:
+            raise _index_error(_op, bad, int(own[bad]), n)
         self._idx = own
         self._num_rows = n
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
@@ -114,10 +115,9 @@ class IndexPlan:
         ptr = _owned((self._num_rows + 2,), np.int64)
         perm = _owned((len(self),), np.int64)
         csr_build(self._idx, ptr, perm)
-        ptr = ptr[: self._num_rows + 1]
-        ptr.flags.writeable = False
-        perm.flags.writeable = False
-        return ptr, perm
+        # kernels index with these without checks: keep immutable snapshots
+        return (snapshot_indices(ptr[: self._num_rows + 1], -1)[0],
+                snapshot_indices(perm, -1)[0])
 
     def counts(self) -> np.ndarray:
         """How many indices point at each row (``num_rows`` int64)."""

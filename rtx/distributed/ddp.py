@@ -209,8 +209,8 @@ class DistributedDataParallel:
                 avg = b.flat[lo:hi].reshape(p.shape)
                 g = p.grad
                 gv = None if g is None else g._value
-                if g is not None and isinstance(gv, np.ndarray) and gv.flags.c_contiguous \
-                        and gv.flags.writeable:
+                if (g is not None and isinstance(gv, np.ndarray) and gv.flags.c_contiguous
+                        and gv.flags.writeable):
                     np.copyto(gv, avg)
                     _comm.bump_version(g)
                 else:

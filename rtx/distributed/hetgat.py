@@ -26,7 +26,7 @@ from .._kernels import memory_stats
 from ..autograd.grad_mode import no_grad
 from ..creation import manual_seed, tensor
 from ..datasets.hetero import HeteroGraph
-from ..functional import index_select
+from ..functional import elu, index_select
 from ..nn import HetGAT
 from ..nn.functional import cross_entropy
 from ..optim import Adam
@@ -76,8 +76,21 @@ class DistributedHetGAT:
                               data.num_classes, heads=heads, num_layers=num_layers,
                               target=data.target)
         self.ddp = DistributedDataParallel(self.model, bucket_cap_mb=bucket_cap_mb)
+        self._layered = type(self.model) is HetGAT and len(self.model.convs) == num_layers
 
     def logits(self) -> Any:
+        """The model's logits on the local graph (owned nodes' rows exact).
+
+        For ``rtx.nn.HetGAT`` each layer gets only the edges it needs
+        (``LocalGraph.layer_edge_index``: the last layer only the owned nodes'
+        in-edges), running HetGAT's layers (``convs``, ELU, ``lin``) here;
+        other models get every local edge in one dict."""
+        m = self.model
+        if self._layered:
+            h = self.x_dict
+            for conv, edges in zip(m.convs, self.local.layer_edge_index, strict=True):
+                h = {nt: elu(v) for nt, v in conv(h, edges).items()}
+            return m.lin(h[m.target])
         return self.ddp(self.x_dict, self.graph.edge_index_dict)
 
     def loss(self, logits: Any) -> tuple[Any, float]:
@@ -138,6 +151,8 @@ class DistributedHetGAT:
             "rank": self.rank,
             "owned": st["owned"], "halo_target": st["halo_target"],
             "nodes": sum(st["nodes"].values()), "edges": st["edges"],
+            "layer_edges": st["layer_edges"] if self._layered else [st["edges"]] * len(
+                self.local.layer_edge_index),
             "graph_mb": st["graph_bytes"] / 2**20,
             "rtx_peak_mb": memory_stats()["peak_bytes"] / 2**20,
             "peak_rss_mb": peak_rss_bytes() / 2**20,

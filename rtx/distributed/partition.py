@@ -122,22 +122,30 @@ class LocalGraph:
     """One rank's share of a graph.
 
     Attributes:
-        graph: the local ``HeteroGraph`` (relabelled; masks true on owned nodes only).
+        graph: the local ``HeteroGraph`` (relabelled; masks true on owned nodes
+            only); its edges are every edge into ``R_1``, enough for every layer.
         global_ids: node type -> global id of each local node.
         num_owned: owned target nodes (local target ids ``0 .. num_owned-1``).
+        layer_edge_index: per layer ``l = 0 .. k-1``, only the edges into
+            ``R_{l+1}`` (local ids): what layer ``l`` needs, no more.  Layer 0's
+            is ``graph.edge_index_dict``; later layers' are smaller (the last
+            layer's only reach the owned nodes).
     """
 
     graph: HeteroGraph
     global_ids: dict[str, np.ndarray]
     num_owned: int
+    layer_edge_index: list[dict[EdgeType, np.ndarray]]
 
     def stats(self) -> dict[str, Any]:
         """Node / halo / edge counts and the local graph's array bytes."""
         g = self.graph
         nbytes = sum(x.nbytes for x in g.x_dict.values())
-        nbytes += sum(ei.nbytes for ei in g.edge_index_dict.values())
+        nbytes += sum(ei.nbytes for le in self.layer_edge_index for ei in le.values())
         return {
             "owned": self.num_owned,
+            "layer_edges": [sum(int(ei.shape[1]) for ei in le.values())
+                            for le in self.layer_edge_index],
             "nodes": g.num_nodes_dict,
             "halo_target": g.num_nodes_dict[g.target] - self.num_owned,
             "edges": g.num_edges,
@@ -172,13 +180,18 @@ def local_subgraph(data: HeteroGraph, owned: np.ndarray, num_hops: int) -> Local
         s, _, d = et
         sel = ei[:, r1[d][ei[1]]]  # every edge into R_1 (order kept)
         edges[et] = np.stack([local_of[s][sel[0]], local_of[d][sel[1]]])
+    layer_edges = [edges]
+    for lv in levels[2:]:  # layer l >= 1 needs only the edges into R_{l+1}
+        layer_edges.append({et: ei[:, lv[et[2]][global_ids[et[2]]][ei[1]]]
+                            for et, ei in edges.items()})
     x_dict = {nt: np.ascontiguousarray(x[global_ids[nt]]) for nt, x in data.x_dict.items()}
     gt = global_ids[t]
     is_owned = np.zeros(gt.size, dtype=bool)
     is_owned[: owned.size] = True
     masks = [getattr(data, m)[gt] & is_owned for m in ("train_mask", "val_mask", "test_mask")]
     g = HeteroGraph(x_dict, edges, data.y[gt], masks[0], masks[1], masks[2], target=t)
-    return LocalGraph(g, global_ids, int(owned.size))
+    layer_edges[0] = g.edge_index_dict
+    return LocalGraph(g, global_ids, int(owned.size), layer_edges)
 
 
 def shard(data: HeteroGraph, num_layers: int, rank: int | None = None,

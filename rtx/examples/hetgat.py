@@ -86,7 +86,8 @@ class _Progress:
                 self.mode = "tqdm"
         self.every = max(1, total // 10)
 
-    def update(self, epoch: int, row: dict[str, float]) -> None:
+    def update(self, epoch: float, row: dict[str, float]) -> None:
+        epoch = int(epoch)
         text = (f"loss {row['loss']:.4f}  train {row['train_acc']:.3f}  "
                 f"val {row['val_acc']:.3f}  {row['seconds']:.2f} s/epoch")
         if self.bar is not None:
@@ -253,7 +254,10 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     prints and writes the checkpoint, metrics and plot."""
     import gc
 
-    dist.init()
+    try:
+        dist.init()
+    except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
+        raise SystemExit(f"rtx-hetgat --distributed: {exc}") from None
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()

@@ -50,7 +50,7 @@ FUSABLE_OPS = UNARY_OPS + tuple(PARAM_OPS) + BINARY_OPS + COMPARE_OPS + ("where"
 
 # Backend methods Fusion implements itself (never forwarded).
 _OWN = set(FUSABLE_OPS) | {"from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace",
-                           "broadcast_to", "copy"}
+                           "broadcast_to", "copy", "aliases"}
 
 _OPCODES = {name: spec[0] for name, spec in FUSED_OPS.items()}
 _CACHE_SIZE = 1024
@@ -461,7 +461,7 @@ class Fusion(Backend):
         for leaf in inputs:
             a = self.inner.to_numpy(leaf.value)
             if a.dtype != T or any(s % T.itemsize for s in a.strides):
-                a = np.ascontiguousarray(a, dtype=T)
+                a = np.array(a, dtype=T, order="C")   # (keeps a 0-d array 0-d)
             arrays.append(a)
         outs = [_owned_empty(shape, T) for _ in outputs]
         fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
@@ -503,6 +503,14 @@ class Fusion(Backend):
         sv = self._force(src) if type(src) is Lazy else src
         nv = self.inner.inplace(op, dv, sv)
         return dst if nv is dv else self._wrap(nv)
+
+    def aliases(self, view: Any, base: Any) -> bool:
+        """A pending expression owns no buffer yet: it aliases nothing."""
+        if type(view) is not Lazy or type(base) is not Lazy:
+            return False
+        if view.value is None or base.value is None:
+            return False
+        return bool(self.inner.aliases(view.value, base.value))
 
     def cache_info(self) -> dict[str, int]:
         """Program cache and kernel counters (``size``: programs cached)."""

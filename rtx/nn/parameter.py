@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..creation import empty
 from ..tensor import Tensor, _counter
 
@@ -41,6 +43,18 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickles like a tensor and unpickles as a Parameter."""
+        return (_rebuild_parameter, (super().__reduce_ex__(protocol),))
+
+
+def _rebuild_parameter(reduced: Any) -> Parameter:
+    fn, args = reduced[0], reduced[1]
+    t = fn(*args)
+    p = Parameter(t, requires_grad=t.requires_grad)
+    p.grad = t.grad
+    return p
 
 
 __all__ = ["Parameter"]

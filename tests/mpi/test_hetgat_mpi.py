@@ -89,6 +89,7 @@ def test_two_ranks_match_one_process_loss_curve(world, method):
     run = DistributedHetGAT(data, 16, 1, 2, seed=rank, method=method, model_fn=_double,
                             bucket_cap_mb=0.001)
     assert run.local.num_owned < data.num_nodes_dict["paper"]  # really sharded
+    assert not run._layered  # not a HetGAT: every local edge in one dict
     rows = [row for row, _ in run.train(8, lr=0.02, weight_decay=5e-4)]
     losses, accs = _single_process_curve(data, 8, 0.02)
     np.testing.assert_allclose([r["loss"] for r in rows], losses, rtol=1e-10)
@@ -115,6 +116,9 @@ def test_two_ranks_hetgat_match_one_process_loss_curve(world):
     rank, size = world
     data = synthetic_hetgraph(300, seed=2, dtype=np.float64)
     run = DistributedHetGAT(data, 8, 2, 2, seed=rank, model_fn=_hetgat_double)
+    assert run._layered  # per-layer edge sets: the last layer sees owned nodes' edges only
+    sizes = run.local.stats()["layer_edges"]
+    assert sizes[1] < sizes[0]
     rows = [row for row, _ in run.train(5, lr=0.02, weight_decay=5e-4)]
     rtx.manual_seed(0)
     model = _hetgat_double(data.metadata(), data.num_features_dict, 8, data.num_classes,

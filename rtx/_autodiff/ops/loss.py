@@ -41,6 +41,7 @@ def _row_scale(ctx, B, g):
 
 class CrossEntropy(Op):
     name = "cross_entropy"
+    saves = (0, 2)
     fresh_grads = True
 
     @staticmethod
@@ -58,6 +59,7 @@ class CrossEntropy(Op):
 
 class NllLoss(Op):
     name = "nll_loss"
+    saves = (2,)
     fresh_grads = True
 
     @staticmethod

@@ -14,6 +14,7 @@ class MessagePassing(Op):
     transpose pass (source grouping), ``grad_weight`` an SDDMM."""
 
     name = "message_passing"
+    saves = (0, 1)
     fresh_grads = True
 
     @staticmethod

@@ -14,6 +14,7 @@ class SegmentSoftmax(Op):
     """Softmax over the entries sharing an index; backward ``y * (g - segsum(g * y))``."""
 
     name = "segment_softmax"
+    saves = (-1,)
     fresh_grads = True
 
     @staticmethod
@@ -31,6 +32,7 @@ class SegmentMean(Op):
     """Mean over each segment (0 when empty); backward ``g[index] / count``."""
 
     name = "segment_mean"
+    saves = ()
     fresh_grads = True
 
     @staticmethod
@@ -49,6 +51,7 @@ class SegmentMax(Op):
     entry holding the max."""
 
     name = "segment_max"
+    saves = ()
     fresh_grads = True
 
     @staticmethod

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
+from ...graph_ops import EdgeIndex
 from ...tensor import Tensor
 from .. import functional as F
 from ..containers import ModuleList
@@ -139,6 +142,7 @@ class HetGAT(Module):
             self.layer_edge_types.append(rels)
             have = {d for _, _, d in rels}
         self.lin = Linear(hidden_channels, out_channels)
+        self._edge_cache: dict[EdgeType, tuple[np.ndarray, tuple[int, int], EdgeIndex]] = {}
 
     def forward(self, x_dict: Mapping[str, Tensor],
                 edge_index_dict: Mapping[EdgeType, Any]) -> Tensor:
@@ -155,13 +159,39 @@ class HetGAT(Module):
             if x.ndim != 2 or x.shape[1] != self.in_channels[nt]:
                 raise ValueError(f"HetGAT: features of node type {nt!r} must have shape "
                                  f"[num_nodes, {self.in_channels[nt]}], got {x.shape}")
-        for et in self.edge_types:
-            if et not in edge_index_dict:
-                raise ValueError(f"HetGAT: edge_index_dict has no edges for edge type {et!r}")
+        edges = {et: self._edges(et, edge_index_dict, x_dict) for et in self.edge_types}
         h: Mapping[str, Tensor] = x_dict
         for conv in self.convs:
-            h = {nt: F.elu(v) for nt, v in conv(h, edge_index_dict).items()}
+            h = {nt: F.elu(v) for nt, v in conv(h, edges).items()}
         return self.lin(h[self.target])
+
+    def _edges(self, et: EdgeType, edge_index_dict: Mapping[EdgeType, Any],
+               x_dict: Mapping[str, Tensor]) -> EdgeIndex:
+        """The checked ``EdgeIndex`` of one relation, built once and shared by every
+        layer's GATConv for it; reused while the same edges come back (compared by
+        value with a private copy, so an array changed in place is noticed)."""
+        if et not in edge_index_dict:
+            raise ValueError(f"HetGAT: edge_index_dict has no edges for edge type {et!r}")
+        ei = edge_index_dict[et]
+        n_src, n_dst = x_dict[et[0]].shape[0], x_dict[et[2]].shape[0]
+        if isinstance(ei, EdgeIndex):
+            if ei.num_src != n_src or ei.num_dst != n_dst:
+                raise ValueError(f"HetGAT: the EdgeIndex of {et!r} was built for "
+                                 f"({ei.num_src}, {ei.num_dst}) nodes, the features have "
+                                 f"({n_src}, {n_dst})")
+            return ei
+        raw = ei.numpy() if isinstance(ei, Tensor) else np.asarray(ei)
+        hit = self._edge_cache.get(et)
+        if (hit is not None and hit[1] == (n_src, n_dst) and hit[0].shape == raw.shape
+                and hit[0].dtype == raw.dtype and np.array_equal(hit[0], raw)):
+            return hit[2]
+        try:
+            plan = EdgeIndex(raw, n_src, n_dst)
+        except (TypeError, ValueError, IndexError) as exc:
+            raise type(exc)(f"HetGAT: edges of {et!r} ({n_src} {et[0]!r} -> {n_dst} "
+                            f"{et[2]!r} nodes): {exc}") from None
+        self._edge_cache[et] = (np.array(raw, copy=True), (n_src, n_dst), plan)
+        return plan
 
     def extra_repr(self) -> str:
         return (f"target={self.target!r}, in_channels={self.in_channels}, "
