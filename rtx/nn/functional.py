@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd.ops import OPS
 from ..creation import Generator, _rng
 from ..functional import _t
 from ..functional import elu as _elu
@@ -153,8 +154,6 @@ def _class_inputs(name: str, input: Any, target: Any, weight: Any, ignore_index:
 
 def _class_loss(op: str, input: Any, target: Any, weight: Any, ignore_index: int,
                 reduction: str) -> Tensor:
-    from ..autograd.ops import OPS
-
     reduction = _check_reduction(reduction)
     rows, safe, w, denom, shape = _class_inputs(op, input, target, weight, ignore_index)
     out = rows._ad.apply(OPS[op], rows, safe, w, reduction=reduction, denom=denom)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ...autograd.ops import Op
+from .base import Op
 
 
 def _reduce(ctx, B, rows, w, reduction, denom):
