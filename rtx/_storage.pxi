@@ -148,9 +148,9 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
 cdef void _release_cache() noexcept:
     global _cache, _cached_bytes, _system_frees
     cdef object addr
-    # Detach the cache first: a garbage collection triggered inside the loop
-    # can free Storages, whose blocks then go to the new, empty cache instead
-    # of into the dict being iterated (and then cleared without being freed).
+    # Detach the cache first (defensive: the loop below allocates no Python
+    # object, so no garbage collection runs inside it today): a Storage freed
+    # meanwhile goes to the new, empty cache, never into the dict iterated.
     cdef dict old = _cache
     _cache = {}
     _cached_bytes = 0

@@ -105,15 +105,6 @@ MUTANTS = [
            "        return nbytes & ~(<Py_ssize_t>ALIGNMENT - 1)",
            [HK, "tests/test_storage.py"], "small size classes round down (heap overflow)",
            k="memory_stats or storage or size"),
-    Mutant("release-cache-iterates-live-dict", "rtx/_storage.pxi",
-           "    cdef dict old = _cache\n    _cache = {}\n    _cached_bytes = 0\n"
-           "    for bucket in old.values():\n        for addr in bucket:\n"
-           "            rtx_aligned_free(<void*><uintptr_t>addr)\n            _system_frees += 1\n",
-           "    for bucket in _cache.values():\n        for addr in bucket:\n"
-           "            rtx_aligned_free(<void*><uintptr_t>addr)\n            _system_frees += 1\n"
-           "    _cache.clear()\n    _cached_bytes = 0\n",
-           [HK], "(the pre-fix release) frees from a GC inside it enter the dict being iterated",
-           k="gc_inside"),
     # ------------------------------------------------------------ dlpack
     Mutant("dlpack-no-incref", "rtx/_dlpack.pxi",
            "    Py_INCREF(arr)\n", "    pass\n",
