@@ -36,6 +36,18 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _use_inplace_build() -> None:
+    """Measure the checkout's in-place build when there is one (as benchmarks/run.py),
+    else the installed rtx; children inherit the choice through PYTHONPATH."""
+    root = os.path.dirname(HERE)
+    rtx_dir = os.path.join(root, "rtx")
+    if os.path.isdir(rtx_dir) and any(f.startswith("_kernels.") and f.endswith((".so", ".pyd"))
+                                      for f in os.listdir(rtx_dir)):
+        sys.path.insert(0, root)
+        rest = os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = root + (os.pathsep + rest if rest else "")
+
+
 def _rss_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -233,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--init", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    _use_inplace_build()
     if args.child:
         _child_main(args)
         return 0
@@ -254,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             versions = "torch_geometric not installed: rtx only"
     else:
         versions = "rtx only"
+    print(f"rtx {rtx.__version__} from {os.path.dirname(os.path.realpath(rtx.__file__))}")
     print(f"rtx {rtx.__version__}; {versions}; {args.threads} threads; hidden {args.hidden}, "
           f"{args.heads} heads, {args.layers} layers; {args.epochs} epochs (first untimed), "
           f"{args.rounds} rounds, children alternate")

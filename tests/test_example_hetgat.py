@@ -97,3 +97,16 @@ def test_example_as_module_from_a_neutral_directory(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "test accuracy 0." in p.stdout or "test accuracy 1." in p.stdout
     _check_outputs(out)
+
+
+def test_benchmark_quick_mode_runs():
+    """``benchmarks/bench_hetgat.py --quick`` (rtx side) runs end to end in its child
+    process against the rtx under test; no timing is asserted."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "benchmarks", "bench_hetgat.py")
+    if not os.path.isfile(bench):
+        pytest.skip("benchmarks/ is not here (tests copied out of the checkout)")
+    p = run_python([bench, "--quick", "--no-pyg"], timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert f"from {os.path.dirname(os.path.realpath(rtx.__file__))}" in p.stdout, p.stdout[:300]
+    assert "| 2000 | rtx |" in p.stdout
