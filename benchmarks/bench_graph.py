@@ -128,6 +128,7 @@ def message_suite(N, E, H, C, T, repeats, gap, torch) -> list[str]:
         out = rtx.message_passing(xt, edge, N, wt)
         out.backward(gt)
         peak = rtx.memory_stats()["peak_bytes"]
+        assert xt.grad is not None and wt.grad is not None
         must = out.numpy().nbytes + xt.grad.numpy().nbytes + wt.grad.numpy().nbytes
         return peak - before - must
 

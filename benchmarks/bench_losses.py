@@ -11,9 +11,11 @@ fused rtx op.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     n = 2_000 if args.quick else 100_000
     classes = (8,) if args.quick else (8, 64)
+    torch: Any
     try:
-        import torch
+        torch = importlib.import_module("torch")
     except ImportError:
         torch = None
     print(f"cross-entropy fwd+bwd, float32, N={n:,}, rtx threads={rtx.get_num_threads()}"

@@ -8,6 +8,7 @@ every table says which (``rtx.__file__``).
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from pathlib import Path
 
@@ -29,14 +30,34 @@ def _import_benchmarks() -> None:
         sys.path.remove(str(root))
 
 
+def _standalone() -> dict[str, str]:
+    """``bench_<name>.py`` modules with their own ``main(argv)``: run as ``<name>``."""
+    here = Path(__file__).resolve().parent
+    mods = {p.stem[len("bench_"):]: f"benchmarks.{p.stem}" for p in sorted(here.glob("bench_*.py"))}
+    return {k: v for k, v in mods.items() if v not in MODULES}
+
+
 def main(argv: list[str] | None = None) -> int:
     _import_benchmarks()
-    for m in MODULES:
-        importlib.import_module(m)
+    argv = sys.argv[1:] if argv is None else list(argv)
     import rtx
-    from benchmarks.bench import main as run_subcommand
 
     print(f"# rtx {rtx.__version__} from {Path(rtx.__file__).resolve().parent}")
+    standalone = _standalone()
+    if argv and argv[0] in standalone:      # fusion, graph, hetgat, losses, distributed
+        fn = importlib.import_module(standalone[argv[0]]).main
+        if inspect.signature(fn).parameters:
+            rc = fn(argv[1:])
+        else:                               # a main() that reads sys.argv itself
+            sys.argv = [f"benchmarks/bench_{argv[0]}.py", *argv[1:]]
+            rc = fn()
+        return int(rc or 0)
+    for m in MODULES:
+        importlib.import_module(m)
+    from benchmarks.bench import main as run_subcommand
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print(f"# also: {', '.join(standalone)} (benchmarks/bench_<name>.py, their own options)")
     return run_subcommand(argv)
 
 

@@ -27,7 +27,6 @@ from ._config import config, show_config
 from ._kernels import (
     Storage,
     empty_cache,
-    from_dlpack,
     get_cache_limit,
     memory_stats,
     reset_peak_memory_stats,
@@ -41,6 +40,7 @@ from .creation import (
     Generator,
     arange,
     empty,
+    from_dlpack,
     from_numpy,
     full,
     manual_seed,

@@ -6,7 +6,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from .autograd.autodiff import Autodiff
+from ._autodiff.autodiff import Autodiff
 from .backend import Backend, CpuBackend
 
 _autodiffs: dict[int, Autodiff] = {}
@@ -45,18 +45,6 @@ def autodiff_of_class(cls: type) -> Autodiff:
 
 _DEFAULT = autodiff_for(_CPU)
 _global_default = _DEFAULT
-
-
-def _fusion_from_env() -> None:
-    """``RTX_FUSION=1``: the fused CPU stack is the default (docs/fusion.md)."""
-    global _global_default
-    from .fusion import env_enabled, fusion_for
-
-    if env_enabled():
-        _global_default = autodiff_for(fusion_for(_CPU))
-
-
-_fusion_from_env()
 
 
 def default_autodiff() -> Autodiff:

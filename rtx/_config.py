@@ -8,7 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from . import _kernels
+from ._kernels import (
+    build_cflags,
+    get_cache_limit,
+    get_parallel_thresholds,
+    omp_max_threads,
+    openmp_enabled,
+)
 from ._threads import get_num_threads
 from ._version import __version__
 
@@ -19,12 +25,12 @@ def config() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "numpy": np.__version__,
-        "openmp": bool(_kernels.openmp_enabled()),
+        "openmp": bool(openmp_enabled()),
         "num_threads": get_num_threads(),
-        "omp_max_threads": _kernels.omp_max_threads(),
-        "compiler_flags": _kernels.build_cflags(),
-        "parallel_thresholds": _kernels.get_parallel_thresholds(),
-        "cache_limit_bytes": _kernels.get_cache_limit(),
+        "omp_max_threads": omp_max_threads(),
+        "compiler_flags": build_cflags(),
+        "parallel_thresholds": get_parallel_thresholds(),
+        "cache_limit_bytes": get_cache_limit(),
     }
 
 

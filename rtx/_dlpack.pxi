@@ -17,9 +17,10 @@
 #   destructor does nothing.
 # - A capsule can be consumed once: consumers refuse a renamed capsule.
 #
-# Import (``from_dlpack``) goes through ``numpy.from_dlpack`` (which speaks both
-# capsule versions and honours the read-only flag), then ``rtx.from_numpy``:
-# zero-copy whenever the memory is C-contiguous in a supported dtype.
+# Import (``rtx.from_dlpack``) lives in ``rtx/creation.py`` (the kernel layer
+# imports nothing above it): ``numpy.from_dlpack`` (which speaks both capsule
+# versions and honours the read-only flag), then ``rtx.from_numpy``: zero-copy
+# whenever the memory is C-contiguous in a supported dtype.
 
 from cpython.pycapsule cimport PyCapsule_Destructor, PyCapsule_IsValid, PyCapsule_New
 from cpython.ref cimport Py_INCREF
@@ -377,46 +378,3 @@ def dlpack_capsule_state(capsule):
         if PyCapsule_IsValid(capsule, name):
             return "used"
     return "other"
-
-
-def from_dlpack(obj, *, device=None, copy=None):
-    """An rtx tensor viewing the memory of ``obj`` (any object with ``__dlpack__``:
-    numpy arrays, PyTorch tensors, JAX arrays, CuPy-on-host, rtx tensors).
-
-    Zero-copy when the memory is on the CPU, C-contiguous and of a supported
-    dtype (float32, float64, int32, int64, bool); strided memory is copied
-    (``copy=False`` then raises ``BufferError``).  ``copy=True`` always copies.
-    Read-only memory (a JAX array, a read-only numpy array) stays read-only:
-    in-place rtx ops on the result compute into new memory instead of writing
-    into the producer's.  The result never requires grad.
-    """
-    import numpy as _np
-    from rtx.creation import from_numpy
-    if not hasattr(obj, "__dlpack__"):
-        raise TypeError(
-            f"rtx.from_dlpack expects an object with __dlpack__ (a numpy array, torch tensor, "
-            f"jax array, ...), got {type(obj).__name__}"
-        )
-    if device is not None and str(device) != "cpu":
-        raise ValueError(f"rtx.from_dlpack: rtx tensors live on the CPU, got device={device!r}")
-    if copy is not None and not isinstance(copy, bool):
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
-    kwargs = {}
-    if copy is not None:
-        kwargs["copy"] = copy
-    try:
-        a = _np.from_dlpack(obj, **kwargs)
-    except TypeError:
-        if not kwargs:
-            raise
-        # numpy < 2.1 has no copy= argument.
-        a = _np.from_dlpack(obj)
-        if copy:
-            a = a.copy()
-    t = from_numpy(a)
-    if copy is False and not _np.may_share_memory(t.numpy(), a):
-        raise BufferError(
-            "rtx.from_dlpack(copy=False): this memory cannot be viewed without a copy "
-            f"(strides {a.strides} for dtype {a.dtype}; rtx views need C-contiguous memory)"
-        )
-    return t

@@ -10,8 +10,6 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
-from rtx.tensor import Tensor
-
 # --------------------------------------------------------------- _openmp.pxi
 def openmp_enabled() -> bool: ...
 def omp_max_threads() -> int: ...
@@ -155,10 +153,6 @@ def dlpack_export(
     copied: bool = False,
 ) -> Any: ...
 def dlpack_capsule_state(capsule: object) -> Literal["unused", "used", "other"]: ...
-def from_dlpack(
-    obj: Any, *, device: str | None = None, copy: bool | None = None
-) -> Tensor: ...
-
 # ---------------------------------------------------------------- _fused.pxi
 FUSED_OPS: Final[dict[str, tuple[int, int, bool]]]
 

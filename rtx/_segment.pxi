@@ -7,6 +7,7 @@
 # results are bitwise identical for any thread count.  Columns are processed
 # in blocks of SEG_BLOCK so per-segment state (max, sum) lives on the stack.
 
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.math cimport INFINITY, exp, expf
 
 cdef enum:
@@ -553,6 +554,8 @@ def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
     _reset_seen()
     if E == 0 or H == 0:
         return
+    if N > PY_SSIZE_T_MAX // (2 * H * <Py_ssize_t>sizeof(real)):
+        raise MemoryError("segment_softmax_entries: too many segments")
     T = _segment_threads(num_threads, E, N, H, sizeof(real))
     with nogil:
         rc = _softmax_by_entries(False, &scores[0, 0], NULL, &idx[0], E, N, H, &out[0, 0], T)
@@ -574,6 +577,8 @@ def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] gr
     _reset_seen()
     if E == 0 or H == 0:
         return
+    if N > PY_SSIZE_T_MAX // (2 * H * <Py_ssize_t>sizeof(real)):
+        raise MemoryError("segment_softmax_backward_entries: too many segments")
     T = _segment_threads(num_threads, E, N, H, sizeof(real))
     with nogil:
         rc = _softmax_by_entries(True, &y[0, 0], &grad[0, 0], &idx[0], E, N, H, &out[0, 0], T)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from . import _kernels
+from ._kernels import omp_max_threads, openmp_enabled
 
 _requested: int | None = None
 # GNU libgomp is not fork-safe: a child forked after the parent ran an OpenMP
@@ -85,8 +85,8 @@ def set_num_threads(n: int | None) -> None:
 
 def get_num_threads() -> int:
     """The number of threads the next kernel call will use."""
-    if not _kernels.openmp_enabled() or _forked_child:
+    if not openmp_enabled() or _forked_child:
         return 1
     if _requested is not None:
         return _requested
-    return max(1, min(_kernels.omp_max_threads(), _usable_cpus()))
+    return max(1, min(omp_max_threads(), _usable_cpus()))

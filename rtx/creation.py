@@ -16,69 +16,10 @@ from .tensor import (
     _check_dtype,
     _check_int64,
     _shape_arg,
+    _to_host,
     float32,
     int64,
 )
-
-
-def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
-    """``data`` as a numpy array of a supported dtype (PyTorch's inference rules)."""
-    if isinstance(data, Tensor):
-        a = data.numpy()
-    elif isinstance(data, np.ndarray):
-        a = plain_ndarray(data, "rtx.tensor")
-    else:
-        try:
-            a = np.asarray(data)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
-        if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
-            _check_int64_range(a)  # Python ints beyond int64 never wrap
-        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
-            # numpy turns [1, 2**63] into float64: find such ints among the values
-            _check_int64_range(np.asarray(data, dtype=object))
-        if dtype is None:
-            kind = a.dtype.kind
-            if kind == "f" or (kind == "O" and _all_numbers(a)):
-                a = a.astype(float32) if kind == "f" else np.asarray(a.tolist(), dtype=float32)
-            elif kind in "iu":
-                a = a.astype(int64)
-            elif kind == "b":
-                pass
-            else:
-                raise TypeError(
-                    f"cannot build a tensor from data of type {type(data).__name__} "
-                    f"(numpy inferred {a.dtype})"
-                )
-    if dtype is not None:
-        dt = _check_dtype(dtype)
-        if a.dtype.kind not in "biuf":
-            raise TypeError(f"cannot convert data of dtype {a.dtype} to {dt}")
-        return a.astype(dt)
-    if a.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, int64 or "
-            "bool (pass dtype= to convert)"
-        )
-    return a
-
-
-def _all_ints(a: np.ndarray) -> bool:
-    return all(type(v) is int for v in a.reshape(-1).tolist())
-
-
-def _check_int64_range(a: np.ndarray) -> None:
-    """Python ints that numpy kept as uint64 or objects: OverflowError past int64."""
-    for v in a.reshape(-1).tolist():
-        if type(v) is int and not -(2**63) <= v < 2**63:
-            raise OverflowError(
-                f"Python int {v} does not fit in int64 (rtx, like PyTorch, does not wrap "
-                "integers; pass floats, e.g. float(v), for a float tensor)"
-            )
-
-
-def _all_numbers(a: np.ndarray) -> bool:
-    return all(isinstance(v, (int, float)) for v in a.reshape(-1).tolist())
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -243,3 +184,44 @@ def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int
           generator: Generator | None = None) -> Tensor:
     """Standard normal samples."""
     return _random("randn", shape, dtype, requires_grad, seed, generator)
+
+
+def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> Tensor:
+    """An rtx tensor viewing the memory of ``obj`` (any object with ``__dlpack__``:
+    numpy arrays, PyTorch tensors, JAX arrays, CuPy-on-host, rtx tensors).
+
+    Zero-copy when the memory is on the CPU, C-contiguous and of a supported
+    dtype (float32, float64, int32, int64, bool); strided memory is copied
+    (``copy=False`` then raises ``BufferError``).  ``copy=True`` always copies.
+    Read-only memory (a JAX array, a read-only numpy array) stays read-only:
+    in-place rtx ops on the result compute into new memory instead of writing
+    into the producer's.  The result never requires grad.
+    """
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(
+            f"rtx.from_dlpack expects an object with __dlpack__ (a numpy array, torch tensor, "
+            f"jax array, ...), got {type(obj).__name__}"
+        )
+    if device is not None and str(device) != "cpu":
+        raise ValueError(f"rtx.from_dlpack: rtx tensors live on the CPU, got device={device!r}")
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"copy must be True, False or None, got {copy!r}")
+    kwargs: dict[str, Any] = {}
+    if copy is not None:
+        kwargs["copy"] = copy
+    try:
+        a = np.from_dlpack(obj, **kwargs)
+    except TypeError:
+        if not kwargs:
+            raise
+        # numpy < 2.1 has no copy= argument.
+        a = np.from_dlpack(obj)
+        if copy:
+            a = a.copy()
+    t = from_numpy(a)
+    if copy is False and not np.may_share_memory(t.numpy(), a):
+        raise BufferError(
+            "rtx.from_dlpack(copy=False): this memory cannot be viewed without a copy "
+            f"(strides {a.strides} for dtype {a.dtype}; rtx views need C-contiguous memory)"
+        )
+    return t

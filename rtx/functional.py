@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from . import _backend_state
-from .autograd.ops import OPS
-from .backend.index import freeze_indices
-from .backend.index_plan import IndexPlan
-from .tensor import MaxResult, Tensor, _check_dim, _operand
+from ._autodiff.ops import OPS
+from .tensor import MaxResult, Tensor, _check_dim, _indices, _matmul, _operand
 
 
 def _t(x: Any) -> Tensor:
@@ -168,26 +164,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 
 def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
-    a, b = _t(a), _t(b)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError("matmul: both operands need at least 1 dimension")
-    if a.ndim == 1 and b.ndim == 1:
-        if a.shape != b.shape:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align")
-        return (a.reshape(1, -1) @ b.reshape(-1, 1)).reshape(())
-    if a.ndim == 1:
-        return matmul(a.reshape(1, -1), b).squeeze(-2)
-    if b.ndim == 1:
-        return matmul(a, b.reshape(-1, 1)).squeeze(-1)
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(
-            f"matmul: shapes {a.shape} and {b.shape} do not align ({a.shape[-1]} != {b.shape[-2]})"
-        )
-    if a.ndim > 2 and b.ndim > 2:  # only two batch shapes can disagree (~2 us saved)
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if a._ad is not b._ad:
-        raise TypeError("matmul: tensors live on different backends")
-    return a._ad.apply(OPS["matmul"], a, b)
+    return _matmul(_t(a), _t(b))
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
@@ -238,14 +215,6 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
         raise ValueError(f"stack(): shapes differ: {[t.shape for t in ts]}")
     d = _check_dim(dim, ts[0].ndim + 1)
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
-
-
-def _indices(indices: Any, op: str) -> Any:
-    if isinstance(indices, IndexPlan):
-        return indices  # checked once; the backend reuses it (and its cached grouping)
-    if isinstance(indices, Tensor):
-        indices = indices.numpy()
-    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
 
 def index_select(x: Any, indices: Any) -> Tensor:

@@ -17,7 +17,9 @@ from ._autodiff.ops import message as _message_rules  # noqa: F401 - registers t
 from ._autodiff.ops import segment as _segment_rules  # noqa: F401 - registers the op
 from .autograd.ops import OPS
 from .backend.index_plan import EdgeIndex, IndexPlan, as_plan
+from .backend.message import check_message
 from .backend.segment import FLOAT_DTYPES
+from .functional import index_add
 from .tensor import Tensor, _operand
 
 __all__ = ["EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
@@ -44,8 +46,6 @@ def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor:
 
     This is ``rtx.index_add(src, index, num_segments)`` (the same kernel).
     """
-    from .functional import index_add
-
     return index_add(src, index, num_segments)
 
 
@@ -90,8 +90,6 @@ def message_passing(x: Any, edge_index: Any, num_nodes: int, weight: Any = None)
     """
     x = _t(x)
     w = None if weight is None else _operand(weight, x._ad, scalars=False)
-    from .backend.message import check_message
-
     if x.ndim not in (2, 3):
         raise ValueError(f"message_passing(): x must be [N, F] or [N, H, C], got {x.shape}")
     ei, _ = check_message(x.shape, x.dtype, edge_index, num_nodes,

@@ -18,13 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .autograd.grad_mode import is_grad_enabled
-from .autograd.graph import Node, OutputEdge
-from .autograd.graph import backward as autograd_backward
+from ._autodiff.autodiff import register_tensor_type
+from ._autodiff.grad_mode import is_grad_enabled
+from ._autodiff.graph import Node, OutputEdge
+from ._autodiff.ops import OPS as _OPS
+from ._backend_state import autodiff_of_class
+from ._kernels import dlpack_export
 from .backend._host import plain_ndarray
+from .backend.index import freeze_indices
+from .backend.index_plan import IndexPlan
 
 if TYPE_CHECKING:
-    from .autograd.autodiff import Autodiff
+    from ._autodiff.autodiff import Autodiff
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -71,7 +76,8 @@ class Tensor:
 
     @classmethod
     def _make(
-        cls, value: Any, ad: Autodiff, requires_grad: bool = False, node: Node | None = None
+        cls, value: Any, ad: Autodiff, requires_grad: bool = False,
+        node: Node | OutputEdge | None = None,
     ) -> Tensor:
         t = object.__new__(cls)
         t._value = value
@@ -160,7 +166,9 @@ class Tensor:
 
         ``grad`` may be omitted only for a one-element tensor (it is then 1).
         """
-        autograd_backward(self, None if grad is None else [grad], retain_graph)
+        from .autograd import backward  # the one late-bound call: rtx.autograd sits above
+
+        backward(self, None if grad is None else [grad], retain_graph)
 
     # ------------------------------------------------------------ host I/O
     def numpy(self) -> np.ndarray:
@@ -263,14 +271,10 @@ class Tensor:
         return self._bin("pow", o, True)
 
     def __matmul__(self, o: Any) -> Tensor:
-        from .functional import matmul
-
-        return matmul(self, _operand(o, self._ad, scalars=False))
+        return _matmul(self, _operand(o, self._ad, scalars=False))
 
     def __rmatmul__(self, o: Any) -> Tensor:
-        from .functional import matmul
-
-        return matmul(_operand(o, self._ad, scalars=False), self)
+        return _matmul(_operand(o, self._ad, scalars=False), self)
 
     def __neg__(self) -> Tensor:
         return self._ad.apply(_OPS["neg"], self)
@@ -586,11 +590,9 @@ class Tensor:
         return self.__matmul__(o)
 
     def index_select(self, dim: builtins.int, indices: Any) -> Tensor:
-        from .functional import index_select
-
         if dim != 0:
             raise NotImplementedError("index_select is implemented along dim 0")
-        return index_select(self, indices)
+        return self._ad.apply(_OPS["index_select"], self, _indices(indices, "index_select"))
 
     # ------------------------------------------------- in-place (no tape)
     def _inplace(self, name: str, other: Any) -> Tensor:
@@ -679,10 +681,11 @@ class Tensor:
 
     # ------------------------------------------------------- copy / pickle
     def __deepcopy__(self, memo: dict[builtins.int, Any]) -> Tensor:
-        """A new leaf on the same backend with copied data (and ``grad``), as in PyTorch."""
+        """A new leaf on the same backend with copied data (and ``grad``), as in PyTorch;
+        the subclass (``Parameter``) and ``requires_grad`` are kept."""
         if self._node is not None:
             raise RuntimeError(
-                "only leaf tensors support deepcopy (as in PyTorch); "
+                "only leaf tensors (graph leaves) support deepcopy (as in PyTorch); "
                 "use t.detach().clone() for a copy of a non-leaf"
             )
         import copy as _copy
@@ -714,8 +717,6 @@ class Tensor:
         Other backends export a host copy (through ``to_numpy``).  Like PyTorch,
         a tensor that requires grad must be ``.detach()``ed first.
         """
-        from ._kernels import dlpack_export
-
         if self._rg:
             raise RuntimeError(
                 "can't export a tensor that requires grad by DLPack; use tensor.detach()"
@@ -731,8 +732,6 @@ class Tensor:
 # ------------------------------------------------------------------ helpers
 def _rebuild(data: np.ndarray, backend_cls: Any, requires_grad: bool, grad: Any) -> Tensor:
     """Unpickle a tensor (see ``Tensor.__reduce_ex__``)."""
-    from ._backend_state import autodiff_of_class
-
     ad = autodiff_of_class(backend_cls)
     B = ad.inner
     t = Tensor._make(B.copy(B.from_numpy(plain_ndarray(np.asarray(data)))), ad, requires_grad)
@@ -819,9 +818,99 @@ def _host_key(key: Any) -> Any:
     return _host_key_part(key)
 
 
-def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
-    from .creation import _to_host
+def _indices(indices: Any, op: str) -> Any:
+    """Index-op indices: an IndexPlan as it is, else a private checked snapshot."""
+    if isinstance(indices, IndexPlan):
+        return indices  # checked once; the backend reuses it (and its cached grouping)
+    if isinstance(indices, Tensor):
+        indices = indices.numpy()
+    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
 
+
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: both operands need at least 1 dimension")
+    if a.ndim == 1 and b.ndim == 1:
+        if a.shape != b.shape:
+            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align")
+        return (a.reshape(1, -1) @ b.reshape(-1, 1)).reshape(())
+    if a.ndim == 1:
+        return _matmul(a.reshape(1, -1), b).squeeze(-2)
+    if b.ndim == 1:
+        return _matmul(a, b.reshape(-1, 1)).squeeze(-1)
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} do not align ({a.shape[-1]} != {b.shape[-2]})"
+        )
+    if a.ndim > 2 and b.ndim > 2:  # only two batch shapes can disagree (~2 us saved)
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if a._ad is not b._ad:
+        raise TypeError("matmul: tensors live on different backends")
+    return a._ad.apply(_OPS["matmul"], a, b)
+
+
+def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
+    """``data`` as a numpy array of a supported dtype (PyTorch's inference rules)."""
+    if isinstance(data, Tensor):
+        a = data.numpy()
+    elif isinstance(data, np.ndarray):
+        a = plain_ndarray(data, "rtx.tensor")
+    else:
+        try:
+            a = np.asarray(data)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
+        if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
+            _check_int64_range(a)  # Python ints beyond int64 never wrap
+        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
+            # numpy turns [1, 2**63] into float64: find such ints among the values
+            _check_int64_range(np.asarray(data, dtype=object))
+        if dtype is None:
+            kind = a.dtype.kind
+            if kind == "f" or (kind == "O" and _all_numbers(a)):
+                a = a.astype(float32) if kind == "f" else np.asarray(a.tolist(), dtype=float32)
+            elif kind in "iu":
+                a = a.astype(int64)
+            elif kind == "b":
+                pass
+            else:
+                raise TypeError(
+                    f"cannot build a tensor from data of type {type(data).__name__} "
+                    f"(numpy inferred {a.dtype})"
+                )
+    if dtype is not None:
+        dt = _check_dtype(dtype)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"cannot convert data of dtype {a.dtype} to {dt}")
+        return a.astype(dt)
+    if a.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, int64 or "
+            "bool (pass dtype= to convert)"
+        )
+    return a
+
+
+def _all_ints(a: np.ndarray) -> bool:
+    return all(type(v) is int for v in a.reshape(-1).tolist())
+
+
+def _check_int64_range(a: np.ndarray) -> None:
+    """Python ints that numpy kept as uint64 or objects: OverflowError past int64."""
+    for v in a.reshape(-1).tolist():
+        if type(v) is int and not -(2**63) <= v < 2**63:
+            raise OverflowError(
+                f"Python int {v} does not fit in int64 (rtx, like PyTorch, does not wrap "
+                "integers; pass floats, e.g. float(v), for a float tensor)"
+            )
+
+
+def _all_numbers(a: np.ndarray) -> bool:
+    return all(isinstance(v, (int, float)) for v in a.reshape(-1).tolist())
+
+
+def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
     a = _to_host(data, dtype)
     B = ad.inner
     return Tensor._make(B.copy(B.from_numpy(a)), ad)
@@ -897,10 +986,4 @@ def _bump(t: Tensor) -> None:
         vc[0] += 1
 
 
-def _ops() -> dict[str, Any]:
-    from .autograd.ops import OPS
-
-    return OPS
-
-
-_OPS = _ops()
+register_tensor_type(Tensor)

@@ -314,3 +314,14 @@ def test_kernels_reject_mismatched_grouping():
     arg = np.full((2, 1), 7, np.int64)
     with pytest.raises(IndexError):
         _kernels.segment_max_backward_csr(np.ones((2, 1)), arg, perm, ptr, np.empty((3, 1)), 1)
+
+
+def test_huge_num_segments_is_a_memory_error(backend):
+    """A segment count whose state cannot be allocated fails cleanly, output untouched."""
+    s = rtx.tensor(np.ones((2, 1)))
+    for fn in (rtx.segment_softmax, rtx.segment_mean, rtx.segment_max):
+        with pytest.raises(MemoryError):
+            fn(s, np.array([0, 1]), 2**62)
+    with pytest.raises(MemoryError):
+        _kernels.segment_softmax_entries(np.ones((2, 1)), np.array([0, 1]), 2**62,
+                                         np.empty((2, 1)), 1)

@@ -1,11 +1,12 @@
 """rtx.autograd: the tape (``Autodiff``), grad mode, differentiable ops, custom
 ``Function`` s, ``backward`` / ``grad``, and gradient checking."""
 
-from .autodiff import Autodiff
+from .._autodiff.autodiff import Autodiff
+from .._autodiff.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .._autodiff.graph import Node, OutputEdge
 from .function import Function, FunctionCtx
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradcheckError, check_adjoint, gradcheck
-from .graph import Node, OutputEdge, backward, grad
+from .graph import backward, grad
 
 __all__ = [
     "Autodiff",

@@ -27,15 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .grad_mode import _state, no_grad
-from .graph import Node, OutputEdge
-from .ops import unbroadcast
-
-
-def _tensor_cls() -> Any:
-    from ..tensor import Tensor
-
-    return Tensor
+from .._autodiff.grad_mode import _state, no_grad
+from .._autodiff.graph import Node, OutputEdge
+from .._autodiff.ops import unbroadcast
+from ..tensor import Tensor
 
 
 class FunctionCtx:
@@ -57,7 +52,6 @@ class FunctionCtx:
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` (or ``None`` s) for ``backward`` (read them back as
         ``ctx.saved_tensors``)."""
-        Tensor = _tensor_cls()
         saved: list[tuple[Any, Any, list[int], int] | None] = []
         for i, t in enumerate(tensors):
             if t is None:
@@ -79,7 +73,6 @@ class FunctionCtx:
         """The tensors given to ``save_for_backward``, as detached tensors."""
         if self._saved is None:
             return ()
-        Tensor = _tensor_cls()
         out: list[Any] = []
         for s in self._saved:
             if s is None:
@@ -110,7 +103,6 @@ class _FunctionOp:
         self.name = fn.__name__
 
     def backward(self, ctx: FunctionCtx, B: Any, g: Any) -> tuple[Any, ...]:
-        Tensor = _tensor_cls()
         ad = ctx._ad
         gs = list(g) if ctx._n_out > 1 else [g]
         grads_in = []
@@ -209,7 +201,6 @@ class Function:
         """Run ``forward`` and, if an input needs a gradient, record it on the tape."""
         if cls._op is None:
             raise TypeError("call apply() on a subclass of rtx.autograd.Function")
-        Tensor = _tensor_cls()
         ad = None
         needs = []
         in_meta: list[Any] = []

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .grad_mode import no_grad
+from .._autodiff.grad_mode import no_grad
+from ..creation import from_numpy
+from ..tensor import Tensor
 from .graph import grad as autograd_grad
 
 
@@ -29,14 +31,8 @@ class GradcheckError(RuntimeError):
     """A gradient check failed (the message names the input and the worst element)."""
 
 
-def _tensor_cls() -> Any:
-    from ..tensor import Tensor
-
-    return Tensor
-
 
 def _outputs(res: Any) -> list[Any]:
-    Tensor = _tensor_cls()
     outs: list[Any] | None
     if isinstance(res, Tensor):
         outs = [res]
@@ -57,7 +53,6 @@ class _Problem:
     """What gradcheck differentiates: which inputs, which outputs, how to rebuild them."""
 
     def __init__(self, fn: Callable[..., Any], inputs: Any) -> None:
-        Tensor = _tensor_cls()
         self.fn = fn
         self.inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
         self.diff = [
@@ -88,7 +83,6 @@ class _Problem:
             self.host[i] = np.array(x.numpy(), copy=True)
 
     def args(self, values: dict[int, np.ndarray], requires_grad: bool) -> list[Any]:
-        Tensor = _tensor_cls()
         B = self.ad.inner
         args = list(self.inputs)
         for i in self.diff:
@@ -125,7 +119,6 @@ class _Problem:
 
 def _analytical(prob: _Problem, args: list[Any], outs: list[Any]) -> dict[int, np.ndarray]:
     """Full Jacobians d(flat outputs)/d(flat input i), one backward per output element."""
-    Tensor = _tensor_cls()
     B = prob.ad.inner
     lay = prob.output_layout(outs)
     n_out = sum(o.numel() for _, o, _ in lay)
@@ -263,7 +256,6 @@ def _fast(
     nondet_tol: float,
     seed: int,
 ) -> bool:
-    Tensor = _tensor_cls()
     B = prob.ad.inner
     rng = np.random.default_rng(seed)
     lay = prob.output_layout(outs)
@@ -346,8 +338,6 @@ def check_adjoint(
     the Cauchy-Schwarz scale of both sides); defaults ``rtol`` 1e-10 in float64,
     1e-4 in float32, ``atol`` 0.  Returns ``True`` or raises ``GradcheckError``.
     """
-    from ..creation import from_numpy
-
     dt = np.dtype(dtype)
     if rtol is None:
         rtol = 1e-10 if dt == np.float64 else 1e-4

@@ -14,12 +14,30 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
+from .._kernels import (
+    Storage,
+    gather_rows,
+    get_parallel_thresholds,
+    message_backward_csr,
+    message_csr,
+    scatter_add_csr,
+    scatter_add_rows,
+    sddmm_dot,
+    segment_max_backward_csr,
+    segment_max_csr,
+    segment_mean_backward_csr,
+    segment_mean_csr,
+    segment_softmax_backward_csr,
+    segment_softmax_backward_entries,
+    segment_softmax_csr,
+    segment_softmax_entries,
+    softmax_entry_mode,
+)
 from .._threads import get_num_threads
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
 from .index import check_add, check_select
-from .index_plan import IndexPlan
+from .index_plan import IndexPlan, as_plan
 from .message import check_message
 from .reduction import Dim
 from .segment import check_segment
@@ -35,7 +53,7 @@ def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
     try:
-        storage = _kernels.Storage(math.prod(shape) * dtype.itemsize, zero)
+        storage = Storage(math.prod(shape) * dtype.itemsize, zero)
     except OverflowError:  # more bytes than a Py_ssize_t holds
         raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
     # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
@@ -89,7 +107,7 @@ def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int
 def _index_threads(nbytes: int, kind: str) -> int:
     """Team size for an index kernel: 1 below its parallel threshold (where the
     kernel would run serially anyway), so small calls skip get_num_threads()."""
-    if nbytes < _kernels.get_parallel_thresholds()[kind]:
+    if nbytes < get_parallel_thresholds()[kind]:
         return 1
     return get_num_threads()
 
@@ -369,7 +387,7 @@ class CpuBackend(Backend):
             return out
         row = math.prod(x.shape[1:])
         xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
-        _kernels.gather_rows(xc, idx, out.reshape(idx.shape[0], row),
+        gather_rows(xc, idx, out.reshape(idx.shape[0], row),
                              _index_threads(out.nbytes, "gather"))
         return out
 
@@ -380,7 +398,7 @@ class CpuBackend(Backend):
             ptr, perm = indices.csr()
             out = empty((n,) + src.shape[1:], src.dtype)
             row = math.prod(src.shape[1:])
-            _kernels.scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+            scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
                                      ptr, out.reshape(n, row), get_num_threads())
             return out
         if src.dtype not in _KERNEL_DTYPES:
@@ -392,7 +410,7 @@ class CpuBackend(Backend):
         out = empty((n,) + src.shape[1:], src.dtype)
         row = math.prod(src.shape[1:])
         sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
-        _kernels.scatter_add_rows(sc, idx, out.reshape(n, row),
+        scatter_add_rows(sc, idx, out.reshape(n, row),
                                   _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
 
@@ -408,11 +426,11 @@ class CpuBackend(Backend):
         s2, o2, T = self._rows2d(scores), self._rows2d(out), get_num_threads()
         # two kernels with equal bits: by entry order (narrow rows, no grouping
         # needed) or over the CSR grouping
-        if _kernels.softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
-            _kernels.segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+        if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
         else:
             ptr, perm = plan.csr()
-            _kernels.segment_softmax_csr(s2, perm, ptr, o2, T)
+            segment_softmax_csr(s2, perm, ptr, o2, T)
         return out
 
     def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
@@ -422,11 +440,11 @@ class CpuBackend(Backend):
             raise ValueError("segment_softmax_backward(): grad must match y")
         out = empty(y.shape, y.dtype)
         y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
-        if _kernels.softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
-            _kernels.segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+        if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
         else:
             ptr, perm = plan.csr()
-            _kernels.segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
+            segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
         return out
 
     def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
@@ -434,7 +452,7 @@ class CpuBackend(Backend):
         ptr, perm = plan.csr()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
-        _kernels.segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+        segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
                                   get_num_threads())
         return out
 
@@ -442,7 +460,7 @@ class CpuBackend(Backend):
         plan = as_plan_checked(index, num_segments, grad, "segment_mean_backward")
         ptr, perm = plan.csr()
         out = empty((len(plan),) + grad.shape[1:], grad.dtype)
-        _kernels.segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
+        segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
                                            get_num_threads())
         return out
 
@@ -452,7 +470,7 @@ class CpuBackend(Backend):
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         arg = empty((n,) + src.shape[1:], np.int64)
-        _kernels.segment_max_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
+        segment_max_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
                                  self._rows2d(arg), get_num_threads())
         return out, arg
 
@@ -461,7 +479,7 @@ class CpuBackend(Backend):
         plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
         ptr, perm = plan.csr()
         out = empty((num_entries,) + grad.shape[1:], grad.dtype)
-        _kernels.segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
+        segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
                                           self._rows2d(out), get_num_threads())
         return out
 
@@ -474,7 +492,7 @@ class CpuBackend(Backend):
         ptr, perm = ei.dst.csr()
         out = empty((ei.num_dst,) + x.shape[1:], x.dtype)
         w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-        _kernels.message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
+        message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
                              self._rows2d(out), H, get_num_threads())
         return out
 
@@ -497,21 +515,20 @@ class CpuBackend(Backend):
             ptr, perm = ei.src.csr()
             gx = empty(x.shape, x.dtype)
             gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
-            _kernels.message_backward_csr(
+            message_backward_csr(
                 g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
                 self._rows2d(gx), gw2, H, get_num_threads())
         elif gw is not None:
-            _kernels.sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
+            sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
                                gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw
 
 
-_NO_WEIGHT = {"f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
+_NO_WEIGHT: dict[str, np.ndarray] = {
+    "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
 
 
 def as_plan_checked(index: Any, num_rows: int, grad: np.ndarray, op: str) -> IndexPlan:
-    from .index_plan import as_plan
-
     if grad.dtype not in _KERNEL_DTYPES:
         raise TypeError(f"{op}(): gradient must be float32 or float64, got {grad.dtype}")
     return as_plan(index, num_rows, op)

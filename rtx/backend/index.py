@@ -15,78 +15,25 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip, plain_ndarray
-
-INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
-
-
-def as_index_array(indices: Any, op: str) -> np.ndarray:
-    """Indices as a C-contiguous, native-endian int32/int64 numpy array.
-
-    Never modifies ``indices``; copies only when it must.
-    """
-    if isinstance(indices, np.ndarray):
-        arr = plain_ndarray(indices, f"{op}(): indices")
-    elif isinstance(indices, (Sequence, range)) and not isinstance(indices, (str, bytes)):
-        if len(indices) == 0:
-            arr = np.zeros(0, dtype=np.int64)
-        else:
-            if any(isinstance(v, (bool, np.bool_)) for v in indices):
-                raise TypeError(f"{op}(): indices must be integers, got a sequence with bools")
-            try:
-                arr = np.asarray(indices)
-            except (ValueError, TypeError, OverflowError) as exc:
-                raise TypeError(f"{op}(): indices must be a 1-D integer sequence ({exc})") from None
-    elif np.isscalar(indices) or indices is None:
-        raise TypeError(
-            f"{op}(): indices must be a 1-D integer tensor, array or sequence, "
-            f"got {type(indices).__name__}"
-        )
-    else:
-        try:
-            arr = np.asarray(indices)
-        except Exception as exc:  # noqa: BLE001
-            raise TypeError(
-            f"{op}(): cannot read indices of type {type(indices).__name__}"
-        ) from exc
-    if arr.dtype.kind not in "iu" or arr.dtype.kind == "u" or arr.dtype.itemsize not in (4, 8):
-        if arr.dtype == object and arr.ndim == 1 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in arr.tolist()
-        ):
-            # Python ints too large for int64: out of range by definition.
-            vals = arr.tolist()
-            bad = next((i for i, v in enumerate(vals) if not (-(2**63) <= v < 2**63)), None)
-            if bad is not None:
-                raise IndexError(f"{op}(): indices[{bad}] = {vals[bad]} is out of range")
-        raise TypeError(
-            f"{op}(): indices must have dtype int32 or int64, got {arr.dtype}"
-        )
-    if arr.ndim != 1:
-        raise TypeError(f"{op}(): indices must be 1-D, got shape {tuple(arr.shape)}")
-    if not arr.dtype.isnative:
-        arr = arr.astype(arr.dtype.newbyteorder("="))
-    if not arr.flags.c_contiguous or not arr.flags.aligned:
-        arr = np.array(arr, order="C")  # a fresh copy: ascontiguousarray keeps misalignment
-    return arr
-
-
-def _index_error(op: str, pos: int, value: int, n: int) -> IndexError:
-    return IndexError(
-        f"{op}(): indices[{pos}] = {value} is out of range for a dimension "
-        f"of size {n} (valid range [0, {n}); negative indices are not wrapped)"
-    )
+from .._kernels import (
+    is_index_snapshot as _is_index_snapshot,
+)
+from .._kernels import (
+    snapshot_indices,
+)
+from ._host import HostRoundTrip
+from ._index_check import INDEX_DTYPES as INDEX_DTYPES  # re-exported: the index contract
+from ._index_check import _index_error, as_index_array, check_bounds
+from .index_plan import IndexPlan
 
 
 def is_index_snapshot(arr: Any) -> bool:
     """True for an immutable, rtx-owned index array made by :func:`snapshot`."""
-    from .. import _kernels
-
-    return bool(_kernels.is_index_snapshot(arr))
+    return bool(_is_index_snapshot(arr))
 
 
 def snapshot(idx: np.ndarray, n: int, op: str) -> np.ndarray:
@@ -97,12 +44,10 @@ def snapshot(idx: np.ndarray, n: int, op: str) -> np.ndarray:
     they read, so it runs on the copy, which no other thread can reach or
     change (docs/memory-safety.md, "Threads").
     """
-    from .. import _kernels
-
-    if _kernels.is_index_snapshot(idx):
+    if is_index_snapshot(idx):
         check_bounds(idx, n, op)
         return idx
-    snap, bad = _kernels.snapshot_indices(idx, min(n, sys.maxsize))
+    snap, bad = snapshot_indices(idx, min(n, sys.maxsize))
     if bad >= 0:
         raise _index_error(op, bad, int(snap[bad]), n)
     return snap
@@ -114,22 +59,10 @@ def freeze_indices(indices: Any, op: str) -> np.ndarray:
     The public ops call this first: the tape then keeps the very indices the
     forward used, whatever the caller does to its array afterwards.
     """
-    from .. import _kernels
-
     arr = as_index_array(indices, op)
-    if _kernels.is_index_snapshot(arr):
+    if is_index_snapshot(arr):
         return arr
-    return _kernels.snapshot_indices(arr, -1)[0]
-
-
-def check_bounds(idx: np.ndarray, n: int, op: str) -> None:
-    """Raise IndexError naming the first index outside ``[0, n)``."""
-    from .. import _kernels
-
-    # int32/int64 indices are all below 2**63 - 1: a larger n changes nothing
-    bad = _kernels.first_out_of_bounds(idx, min(n, sys.maxsize))
-    if bad >= 0:
-        raise _index_error(op, bad, int(idx[bad]), n)
+    return snapshot_indices(arr, -1)[0]
 
 
 def check_num_rows(num_rows: Any) -> int:
@@ -159,8 +92,6 @@ def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarr
 
 
 def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
-    from .index_plan import IndexPlan
-
     if len(shape) < 1:
         raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
     if isinstance(indices, IndexPlan):
@@ -172,8 +103,6 @@ def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
 def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any) -> tuple[
     np.ndarray, int
 ]:
-    from .index_plan import IndexPlan
-
     if len(shape) < 1:
         raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
     if isinstance(indices, IndexPlan):

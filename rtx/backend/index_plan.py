@@ -26,15 +26,18 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
-from .index import _index_error, as_index_array
+from .._kernels import Storage, csr_build, snapshot_indices
+from ._index_check import _index_error, as_index_array
 
 
 def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised C-contiguous array in an rtx ``Storage`` (counted by memory_stats)."""
     dt = np.dtype(dtype)
-    storage = _kernels.Storage(math.prod(shape) * dt.itemsize, False)
-    return np.ndarray(shape, dt, storage)  # type: ignore[call-overload]
+    try:
+        storage = Storage(math.prod(shape) * dt.itemsize, False)
+    except OverflowError:  # more bytes than a Py_ssize_t holds
+        raise MemoryError(f"rtx: an index grouping of shape {shape} is too large") from None
+    return np.ndarray(shape, dt, storage)  # type: ignore[arg-type]
 
 
 def _check_rows(num_rows: Any, op: str, what: str = "num_rows") -> int:
@@ -62,6 +65,10 @@ class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
     __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "__weakref__")
+    _idx: np.ndarray
+    _num_rows: int
+    _csr: tuple[np.ndarray, np.ndarray] | None
+    _lock: threading.Lock
 
     def __init__(self, indices: Any, num_rows: int, *, _op: str = "IndexPlan") -> None:
         n = _check_rows(num_rows, _op)
@@ -69,12 +76,12 @@ class IndexPlan:
             indices = indices._idx
         arr = as_index_array(_host_indices(indices), _op)
         # an immutable snapshot (its buffer refuses writers), checked after the copy
-        own, bad = _kernels.snapshot_indices(arr, min(n, sys.maxsize))
+        own, bad = snapshot_indices(arr, min(n, sys.maxsize))
         if bad >= 0:
             raise _index_error(_op, bad, int(own[bad]), n)
         self._idx = own
         self._num_rows = n
-        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        self._csr = None
         self._lock = threading.Lock()
 
     @property
@@ -113,10 +120,10 @@ class IndexPlan:
     def _build(self) -> tuple[np.ndarray, np.ndarray]:
         ptr = _owned((self._num_rows + 2,), np.int64)
         perm = _owned((len(self),), np.int64)
-        _kernels.csr_build(self._idx, ptr, perm)
+        csr_build(self._idx, ptr, perm)
         # kernels index with these without checks: keep immutable snapshots
-        return (_kernels.snapshot_indices(ptr[: self._num_rows + 1], -1)[0],
-                _kernels.snapshot_indices(perm, -1)[0])
+        return (snapshot_indices(ptr[: self._num_rows + 1], -1)[0],
+                snapshot_indices(perm, -1)[0])
 
     def counts(self) -> np.ndarray:
         """How many indices point at each row (``num_rows`` int64)."""
@@ -138,6 +145,8 @@ class EdgeIndex:
     """
 
     __slots__ = ("src", "dst", "__weakref__")
+    src: IndexPlan
+    dst: IndexPlan
 
     def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
                  _op: str = "EdgeIndex") -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._host import HostRoundTrip
-from .index_plan import EdgeIndex, as_edge_index
+from .index_plan import EdgeIndex, _check_rows, as_edge_index
 from .segment import FLOAT_DTYPES
 
 
@@ -44,8 +44,6 @@ def check_message(x_shape: tuple[int, ...], x_dtype: Any, edge_index: Any, num_n
                     f"{op}(): with x [N, H, C] = {x_shape} the weight must be [E, {x_shape[1]}], "
                     f"got {w_shape}")
             H = x_shape[1]
-    from .index_plan import _check_rows
-
     n = _check_rows(num_nodes, op, "num_nodes")
     ei = as_edge_index(edge_index, x_shape[0], n, op)
     if w_shape is not None and w_shape[0] != ei.num_edges:

@@ -22,9 +22,19 @@ def register_backend(name: str, factory: Callable[[], Backend]) -> None:
         raise ValueError(f"backend name must be a non-empty word, got {name!r}")
     if not callable(factory):
         raise TypeError(f"register_backend({name!r}): factory must be callable")
-    if name in _FACTORIES and _FACTORIES[name] is not factory:
+    old = _FACTORIES.get(name)
+    if old is not None and old is not factory and _qualname(old) != _qualname(factory):
+        # (the same function again, e.g. from a module imported twice, replaces it)
         raise ValueError(f"a backend named {name!r} is already registered")
     _FACTORIES[name] = factory
+
+
+def _qualname(f: Callable[[], Backend]) -> tuple[str, str]:
+    """Where ``f`` is defined: the same function of a module imported twice (under two
+    names) has the same source file and qualified name."""
+    code = getattr(f, "__code__", None)
+    where = code.co_filename if code is not None else getattr(f, "__module__", "")
+    return (where, getattr(f, "__qualname__", repr(f)))
 
 
 def registered_backends() -> list[str]:

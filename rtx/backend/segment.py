@@ -18,6 +18,7 @@ The default bodies run numpy on host copies, so every backend has them;
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,13 @@ def check_segment(shape: tuple[int, ...], dtype: Any, index: Any, num_segments: 
         raise TypeError(f"{op}(): data must be float32 or float64, got {np.dtype(dtype)}")
     if len(shape) < 1:
         raise ValueError(f"{op}(): data must have at least 1 dimension, got a 0-d tensor")
-    return as_plan(index, num_segments, op, length=shape[0])
+    plan = as_plan(index, num_segments, op, length=shape[0])
+    row = 1
+    for d in shape[1:]:
+        row *= d
+    if 2 * plan.num_rows * max(row, 1) * np.dtype(dtype).itemsize > sys.maxsize:
+        raise MemoryError(f"{op}(): {plan.num_rows} segments x {row} elements are too large")
+    return plan
 
 
 def np_segment_softmax(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:

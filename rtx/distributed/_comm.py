@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd.grad_mode import is_grad_enabled
+from ..autograd.grad_mode import is_grad_enabled, no_grad
+from ..backend.cpu import empty
 from ..tensor import Tensor
 
 _MPI: Any = None
@@ -154,8 +155,6 @@ def _mark_written(t: Tensor, buf: np.ndarray, zero_copy: bool) -> None:
     if zero_copy:
         bump_version(t)
         return
-    from ..autograd.grad_mode import no_grad
-
     with no_grad():
         t.copy_(buf)
 
@@ -271,9 +270,7 @@ def all_gather(tensor: Tensor) -> Tensor:
 
     send = _agree(comm, fn, tensor, check)
     shape = (comm.Get_size(), *tensor.shape)
-    if isinstance(tensor._value, np.ndarray):  # CPU backend: into an rtx-owned buffer
-        from ..backend.cpu import empty
-
+    if isinstance(tensor._value, np.ndarray):  # CPU backend: receive into an rtx-owned buffer
         recv = empty(shape, tensor.dtype)
         comm.Allgather(send, recv)
         return Tensor._make(recv, tensor._ad)

@@ -22,11 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
+from .._kernels import memory_stats
 from ..autograd.grad_mode import no_grad
 from ..creation import manual_seed, tensor
 from ..datasets.hetero import HeteroGraph
 from ..functional import elu, index_select
+from ..nn import HetGAT
+from ..nn.functional import cross_entropy
+from ..optim import Adam
 from . import _comm
 from .ddp import DistributedDataParallel
 from .partition import LocalGraph, shard
@@ -57,7 +60,7 @@ class DistributedHetGAT:
         builds the model (default ``rtx.nn.HetGAT``); it must be a ``num_layers``-hop
         message-passing model for the shards to be exact."""
         if model_fn is None:
-            from ..nn import HetGAT as model_fn
+            model_fn = HetGAT
         self.rank, self.world = _comm.rank(), _comm.world_size()
         t0 = time.perf_counter()
         self.local: LocalGraph = shard(data, num_layers, method=method)
@@ -75,8 +78,6 @@ class DistributedHetGAT:
                               data.num_classes, heads=heads, num_layers=num_layers,
                               target=data.target)
         self.ddp = DistributedDataParallel(self.model, bucket_cap_mb=bucket_cap_mb)
-        from ..nn import HetGAT
-
         self._layered = type(self.model) is HetGAT and len(self.model.convs) == num_layers
 
     def logits(self) -> Any:
@@ -96,8 +97,6 @@ class DistributedHetGAT:
 
     def loss(self, logits: Any) -> tuple[Any, float]:
         """``(what this rank backpropagates, its summed training loss)``."""
-        from ..nn.functional import cross_entropy
-
         if self.idx["train"].size == 0:  # still take part in the gradient all-reduce
             return (logits * 0.0).sum(), 0.0
         local_sum = cross_entropy(index_select(logits, self.idx["train"]), self.y_train,
@@ -131,8 +130,6 @@ class DistributedHetGAT:
               weight_decay: float) -> Iterator[tuple[dict[str, float], dict[str, Any]]]:
         """Yield ``(row, state)`` after every epoch (rows identical on every rank:
         global loss and accuracies; ``seconds`` is the slowest rank's epoch)."""
-        from ..optim import Adam
-
         opt = Adam(self.model.parameters(), lr=lr, weight_decay=weight_decay)
         for epoch in range(1, epochs + 1):
             t0 = time.perf_counter()
@@ -160,7 +157,7 @@ class DistributedHetGAT:
             "layer_edges": st["layer_edges"] if self._layered else [st["edges"]] * len(
                 self.local.layer_edge_index),
             "graph_mb": st["graph_bytes"] / 2**20,
-            "rtx_peak_mb": _kernels.memory_stats()["peak_bytes"] / 2**20,
+            "rtx_peak_mb": memory_stats()["peak_bytes"] / 2**20,
             "peak_rss_mb": peak_rss_bytes() / 2**20,
             "median_epoch_s": float(np.median(epoch_seconds)) if epoch_seconds else 0.0,
             "partition_s": self.partition_seconds,

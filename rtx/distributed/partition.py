@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..datasets.hetero import EdgeType, HeteroGraph
+from . import _comm
 
 __all__ = ["LocalGraph", "khop_in_nodes", "local_subgraph", "partition_nodes", "shard"]
 
@@ -200,8 +201,6 @@ def shard(data: HeteroGraph, num_layers: int, rank: int | None = None,
     ``local_subgraph`` of part ``rank``.  ``rank`` / ``world_size`` default to
     ``rtx.distributed``'s; then rank 0 partitions and broadcasts the assignment
     (so every rank agrees even if the partitioner were not deterministic)."""
-    from . import _comm
-
     use_comm = rank is None and world_size is None and _comm.is_initialized()
     if rank is None or world_size is None:
         rank = _comm.rank() if rank is None else rank

@@ -33,7 +33,12 @@ from typing import Any
 import numpy as np
 
 import rtx
+import rtx.distributed as dist
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
+from rtx.distributed.hetgat import DistributedHetGAT
+from rtx.nn import HetGAT
+from rtx.nn.functional import cross_entropy
+from rtx.optim import Adam
 
 DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
 
@@ -142,10 +147,6 @@ def train(data: HeteroGraph, epochs: int, hidden: int, heads: int, layers: int, 
     (accuracies on all three masks) are those of the parameters that epoch's
     forward pass used (no dropout, so the training pass *is* the evaluation
     pass: no second forward needed)."""
-    from rtx.nn import HetGAT
-    from rtx.nn.functional import cross_entropy
-    from rtx.optim import Adam
-
     rtx.manual_seed(seed)
     x_dict = {nt: rtx.tensor(x) for nt, x in data.x_dict.items()}
     edge_index_dict = dict(data.edge_index_dict)
@@ -196,8 +197,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
           f"{t_data:.2f} s)", flush=True)
     os.makedirs(args.out, exist_ok=True)
-
-    from rtx.nn import HetGAT
 
     history: list[dict[str, float]] = []
     best: dict[str, Any] = {"val_acc": -1.0}
@@ -260,9 +259,6 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     loss and accuracies are the whole graph's (rtx.distributed.hetgat).  Rank 0
     prints and writes the checkpoint, metrics and plot."""
     import gc
-
-    import rtx.distributed as dist
-    from rtx.distributed.hetgat import DistributedHetGAT
 
     try:
         dist.init()

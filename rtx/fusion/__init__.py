@@ -16,6 +16,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+from .._backend_state import get_default_backend, set_default_backend, use_backend
 from ..backend.base import Backend
 from .backend import FUSABLE_OPS, Fusion, Lazy
 
@@ -42,8 +43,6 @@ def enabled(inner: Backend | None = None) -> Iterator[Fusion]:
     Tensors created outside the block live on another backend and cannot be
     mixed with the ones created inside.
     """
-    from .._backend_state import get_default_backend, use_backend
-
     f = fusion_for(inner if inner is not None else get_default_backend())
     with use_backend(f):
         yield f
@@ -52,3 +51,14 @@ def enabled(inner: Backend | None = None) -> Iterator[Fusion]:
 def env_enabled() -> bool:
     """Whether ``RTX_FUSION`` asks for fusion by default (``1``/``on``/``true``/``yes``)."""
     return os.environ.get("RTX_FUSION", "0").strip().lower() in ("1", "on", "true", "yes")
+
+
+def _fusion_from_env() -> None:
+    """``RTX_FUSION=1``: the fused CPU stack is the default (docs/fusion.md).  Runs
+    when ``import rtx`` imports this package (the backend state below knows nothing
+    of fusion: imports run one way)."""
+    if env_enabled():
+        set_default_backend(fusion_for(get_default_backend()))
+
+
+_fusion_from_env()

@@ -12,7 +12,7 @@ inner backend after its arguments are materialised.
 A pending DAG is materialised when its value is needed (a forwarded op,
 ``to_numpy`` / ``.numpy()`` / DLPack, an in-place write, ``flush()``): it is
 compiled to a register-machine program (cached by the expression's structure,
-not its data) and run by ``rtx._kernels.fused_eval`` as one pass over
+not its data) and run by ``rtx.fused_eval`` as one pass over
 cache-sized blocks, in parallel.  Intermediates that nothing else reads are
 never stored; a node that something else still holds (a user's tensor,
 another pending expression, the autograd tape) is stored once, as an extra
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
+from .._kernels import FUSED_OPS, fused_eval
 from .._threads import get_num_threads
 from ..backend.base import Backend
 from ..backend.cpu import empty as _owned_empty
@@ -52,7 +52,7 @@ FUSABLE_OPS = UNARY_OPS + tuple(PARAM_OPS) + BINARY_OPS + COMPARE_OPS + ("where"
 _OWN = set(FUSABLE_OPS) | {"from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace",
                            "broadcast_to", "copy", "aliases"}
 
-_OPCODES = {name: spec[0] for name, spec in _kernels.FUSED_OPS.items()}
+_OPCODES = {name: spec[0] for name, spec in FUSED_OPS.items()}
 _CACHE_SIZE = 1024
 # Largest pending DAG one program covers: a longer chain is cut (its largest
 # operand materialised) when recorded, which bounds program length and registers.
@@ -464,7 +464,7 @@ class Fusion(Backend):
                 a = np.array(a, dtype=T, order="C")   # (keeps a 0-d array 0-d)
             arrays.append(a)
         outs = [_owned_empty(shape, T) for _ in outputs]
-        _kernels.fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
+        fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
                             shape, get_num_threads(), self.block)
         self.stats["kernel_calls"] += 1
         self.stats["nodes_fused"] += len(order)

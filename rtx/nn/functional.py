@@ -1,7 +1,7 @@
 """``rtx.nn.functional``: activations, dropout and losses (PyTorch's semantics).
 
-Graph ops (``segment_softmax``, ``message_passing``) are re-exported here from
-their own module; see the marked place below.
+Graph ops (``segment_softmax``, ``message_passing`` and the other segment ops)
+live in ``rtx.graph_ops`` and are re-exported here, as PyG users expect.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd.ops import OPS
 from ..creation import Generator, _rng
 from ..functional import _t
 from ..functional import elu as _elu
@@ -18,12 +19,14 @@ from ..functional import leaky_relu as _leaky_relu
 from ..functional import log_softmax as _log_softmax
 from ..functional import relu as _relu
 from ..functional import softmax as _softmax
+from ..graph_ops import (
+    message_passing,
+    segment_max,
+    segment_mean,
+    segment_softmax,
+    segment_sum,
+)
 from ..tensor import Tensor, _as_tensor
-
-# --------------------------------------------------------------------------
-# Graph ops are re-exported here (one import line, added by the lead):
-#   from ..<graph ops module> import message_passing, segment_softmax
-# --------------------------------------------------------------------------
 
 
 def relu(input: Any) -> Tensor:
@@ -151,8 +154,6 @@ def _class_inputs(name: str, input: Any, target: Any, weight: Any, ignore_index:
 
 def _class_loss(op: str, input: Any, target: Any, weight: Any, ignore_index: int,
                 reduction: str) -> Tensor:
-    from ..autograd.ops import OPS
-
     reduction = _check_reduction(reduction)
     rows, safe, w, denom, shape = _class_inputs(op, input, target, weight, ignore_index)
     out = rows._ad.apply(OPS[op], rows, safe, w, reduction=reduction, denom=denom)
@@ -211,6 +212,7 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
 
 
 __all__ = [
-    "cross_entropy", "dropout", "elu", "l1_loss", "leaky_relu", "log_softmax", "mse_loss",
-    "nll_loss", "relu", "softmax",
+    "cross_entropy", "dropout", "elu", "l1_loss", "leaky_relu", "log_softmax",
+    "message_passing", "mse_loss", "nll_loss", "relu", "segment_max", "segment_mean",
+    "segment_softmax", "segment_sum", "softmax",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..creation import empty
 from ..tensor import Tensor, _counter
 
 
@@ -23,8 +24,6 @@ class Parameter(Tensor):
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
-            from ..creation import empty
-
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ...autograd.ops import Op
+from .base import Op
 
 
 def _reduce(ctx, B, rows, w, reduction, denom):
@@ -43,6 +43,7 @@ class CrossEntropy(Op):
     name = "cross_entropy"
     saves = (0, 2)
     fresh_grads = True
+    saves = (0, 2)  # the logits and the row weights (checked for in-place writes)
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):
@@ -61,6 +62,7 @@ class NllLoss(Op):
     name = "nll_loss"
     saves = (2,)
     fresh_grads = True
+    saves = (2,)  # the row weights
 
     @staticmethod
     def forward(ctx, B, x, target, w, reduction="mean", denom=1.0):

@@ -6,7 +6,7 @@ the target grouping serves the forward, the source grouping the backward).
 
 from __future__ import annotations
 
-from ...autograd.ops import Op
+from .base import Op
 
 
 class MessagePassing(Op):

@@ -7,7 +7,7 @@ indices and CSR grouping.
 
 from __future__ import annotations
 
-from ...autograd.ops import Op
+from .base import Op
 
 
 class SegmentSoftmax(Op):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...creation import full
+from ...creation import full, tensor
 from ...functional import concat, index_add, index_select, leaky_relu
 from ...graph_ops import EdgeIndex, message_passing, segment_softmax
 from ...tensor import Tensor
@@ -349,6 +349,4 @@ class GATConv(Module):
 
 
 def _col(values: np.ndarray, like: Tensor) -> Tensor:
-    from ...creation import tensor
-
     return tensor(values.astype(like.dtype).reshape(-1, 1))

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._autodiff.ops import loss as _loss_ops  # noqa: F401 - registers the loss ops
-from .._autodiff.ops import message as _message_ops  # noqa: F401 - registers message passing
-from .._autodiff.ops import segment as _segment_ops  # noqa: F401 - registers the segment ops
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op
 
-Tensor: Any = None  # rtx.tensor.Tensor, bound on first use (import cycle)
+_tensor_type: Any = None  # rtx.tensor.Tensor, registered by rtx/tensor.py
 
 
 class _Sink:
@@ -40,12 +37,11 @@ class _Ctx:
     needs_input_grad: tuple[bool, ...]
 
 
-def _bind_tensor() -> Any:
-    global Tensor
-    from ..tensor import Tensor as T
-
-    Tensor = T
-    return T
+def register_tensor_type(cls: Any) -> None:
+    """Called once by ``rtx/tensor.py``: the class whose instances ``apply`` unwraps
+    and creates (the engine never imports it: it sits below ``Tensor``)."""
+    global _tensor_type
+    _tensor_type = cls
 
 
 class Autodiff:
@@ -64,7 +60,7 @@ class Autodiff:
         )
 
     def apply(self, op: type[Op], *args: Any, **attrs: Any) -> Any:
-        T = Tensor or _bind_tensor()
+        T = _tensor_type
         prims = []
         track = False
         for a in args:

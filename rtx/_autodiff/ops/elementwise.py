@@ -1,0 +1,313 @@
+"""Op rules, elementwise family: arithmetic, comparisons' neighbours, where, cast, copy.
+
+Each rule's forward and backward side by side (see ``base.py``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .base import Op, _is_prim, unbroadcast
+
+
+def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
+    return tuple(B.shape(x)) if _is_prim(x) else None
+
+
+def _zeros_like(B: Any, g: Any) -> Any:
+    return B.zeros(tuple(B.shape(g)), B.dtype(g))
+
+
+# --------------------------------------------------------------- arithmetic
+class Add(Op):
+    name = "add"
+    saves = ()
+
+    @staticmethod
+    def forward(ctx, B, a, b):
+        ctx.sa, ctx.sb = _shape(B, a), _shape(B, b)
+        return B.add(a, b)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        na, nb = ctx.needs_input_grad
+        return (
+            unbroadcast(B, g, ctx.sa) if na else None,
+            unbroadcast(B, g, ctx.sb) if nb else None,
+        )
+
+
+class Sub(Op):
+    name = "sub"
+    saves = ()
+
+    @staticmethod
+    def forward(ctx, B, a, b):
+        ctx.sa, ctx.sb = _shape(B, a), _shape(B, b)
+        return B.sub(a, b)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        na, nb = ctx.needs_input_grad
+        return (
+            unbroadcast(B, g, ctx.sa) if na else None,
+            unbroadcast(B, B.neg(g), ctx.sb) if nb else None,
+        )
+
+
+class Mul(Op):
+    name = "mul"
+    saves = (0, 1)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a, b):
+        ctx.a, ctx.b = a, b
+        return B.mul(a, b)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        a, b = ctx.a, ctx.b
+        na, nb = ctx.needs_input_grad
+        return (
+            unbroadcast(B, B.mul(g, b), tuple(B.shape(a))) if na else None,
+            unbroadcast(B, B.mul(g, a), tuple(B.shape(b))) if nb else None,
+        )
+
+
+class Div(Op):
+    name = "div"
+    saves = (1, -1)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a, b):
+        out = B.div(a, b)
+        ctx.sa, ctx.b, ctx.out = _shape(B, a), b, out
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        na, nb = ctx.needs_input_grad
+        q = B.div(g, ctx.b)
+        # d(a/b)/db = -a / b^2 = -(a/b) / b
+        gb = unbroadcast(B, B.neg(B.mul(q, ctx.out)), tuple(B.shape(ctx.b))) if nb else None
+        ga = unbroadcast(B, q, ctx.sa) if na else None
+        return ga, gb
+
+
+class Pow(Op):
+    name = "pow"
+    saves = (0, 1, -1)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a, b):
+        out = B.pow(a, b)
+        ctx.a, ctx.b, ctx.out = a, b, out
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        a, b, out = ctx.a, ctx.b, ctx.out
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            # PyTorch's rule: 0 where the exponent is 0 (so 0**0 gives 0, not 0 * inf)
+            if _is_prim(b):
+                da = B.where(B.eq(b, 0), 0, B.mul(b, B.pow(a, B.sub(b, 1))))
+            elif b == 0:
+                da = _zeros_like(B, a)
+            else:
+                da = B.mul(B.pow(a, b - 1), b)
+            ga = unbroadcast(B, B.mul(g, da), tuple(B.shape(a)))
+        if nb:
+            # d(a^b)/db = a^b log a, taken as 0 where a == 0 and b >= 0 (PyTorch's rule;
+            # 0 ** negative keeps inf * -inf = -inf as PyTorch does)
+            # (b needs a gradient, so it is a primitive here)
+            if _is_prim(a):
+                zero = B.eq(a, 0)
+                gb = B.mul(g, B.mul(out, B.log(B.where(zero, 1, a))))  # no log(0) warning
+                gb = B.where(zero, B.where(B.lt(b, 0), B.mul(g, -math.inf), 0), gb)
+            else:
+                loga = math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+                gb = B.mul(g, B.mul(out, loga))
+                if a == 0:
+                    gb = B.where(B.ge(b, 0), 0, gb)
+            gb = unbroadcast(B, gb, tuple(B.shape(b)))
+        return ga, gb
+
+
+class Maximum(Op):
+    name = "maximum"
+    saves = (0, 1)
+    fresh_grads = True
+    _a_loses, _b_loses = "lt", "gt"
+
+    @classmethod
+    def forward(cls, ctx, B, a, b):
+        ctx.a, ctx.b = a, b
+        return getattr(B, cls.name)(a, b)
+
+    @classmethod
+    def backward(cls, ctx, B, g):
+        # PyTorch's rule: ties split the gradient equally; an input gets nothing
+        # only where it strictly loses, so where either is NaN both get g.
+        a, b = ctx.a, ctx.b
+        na, nb = ctx.needs_input_grad
+        gs = B.where(B.eq(a, b), B.mul(g, 0.5), g)
+        ga = gb = None
+        if na:
+            ga = unbroadcast(B, B.where(getattr(B, cls._a_loses)(a, b), 0, gs),
+                             tuple(B.shape(a)))
+        if nb:
+            gb = unbroadcast(B, B.where(getattr(B, cls._b_loses)(a, b), 0, gs),
+                             tuple(B.shape(b)))
+        return ga, gb
+
+
+class Minimum(Maximum):
+    name = "minimum"
+    _a_loses, _b_loses = "gt", "lt"
+
+
+# -------------------------------------------------------------------- unary
+class Neg(Op):
+    name = "neg"
+    saves = ()
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        return B.neg(a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.neg(g),)
+
+
+class Exp(Op):
+    name = "exp"
+    saves = (-1,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        out = ctx.out = B.exp(a)
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.mul(g, ctx.out),)
+
+
+class Log(Op):
+    name = "log"
+    saves = (0,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        ctx.a = a
+        return B.log(a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.div(g, ctx.a),)
+
+
+class Sqrt(Op):
+    name = "sqrt"
+    saves = (-1,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        out = ctx.out = B.sqrt(a)
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.div(B.mul(g, 0.5), ctx.out),)
+
+
+class Abs(Op):
+    name = "abs"
+    saves = (0,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        ctx.a = a
+        return B.abs(a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        # sign(0) = 0: |x| has zero gradient at 0, never 0/0 = NaN.
+        return (B.mul(g, B.sign(ctx.a)),)
+
+
+class Sign(Op):
+    name = "sign"
+    saves = ()
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        return B.sign(a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (_zeros_like(B, g),)
+
+
+class Where(Op):
+    """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
+
+    name = "where"
+    saves = (0,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, cond, a, b):
+        ctx.cond, ctx.sa, ctx.sb = cond, _shape(B, a), _shape(B, b)
+        return B.where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        _, na, nb = ctx.needs_input_grad
+        cond = ctx.cond
+        return (
+            None,
+            unbroadcast(B, B.where(cond, g, 0), ctx.sa) if na else None,
+            unbroadcast(B, B.where(cond, 0, g), ctx.sb) if nb else None,
+        )
+
+
+class Cast(Op):
+    name = "cast"
+    saves = ()
+
+    @staticmethod
+    def forward(ctx, B, a, dtype):
+        ctx.dtype = B.dtype(a)
+        return B.cast(a, dtype)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.cast(g, ctx.dtype),)
+
+
+class Copy(Op):
+    """A copy keeps the tensor's identity on the tape: its gradient flows straight back."""
+
+    name = "copy"
+    saves = ()
+
+    @staticmethod
+    def forward(ctx, B, a):
+        return B.copy(a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (g,)

@@ -1,0 +1,102 @@
+"""The layout holds: imports run one way (docs/architecture.md).
+
+import-linter checks the contracts of pyproject.toml (CI's lint block runs it
+too); the checks below also run where import-linter is not installed, and from
+an installed rtx (they read the shipped .py files)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rtx
+
+PKG = Path(rtx.__file__).resolve().parent
+ROOT = PKG.parent
+IN_TREE = (ROOT / "pyproject.toml").is_file() and (PKG / "_kernels.pyx").is_file()
+
+
+def _imports(path: Path) -> list[tuple[str | None, int, str]]:
+    """(enclosing function or None, line, absolute module) of each rtx import in ``path``."""
+    mod = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    pkg = pkg.removesuffix(".__init__")
+    out = []
+
+    def visit(node: ast.AST, func: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            f = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+            if isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - child.level + 1]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                if target.split(".")[0] == "rtx":
+                    out.append((func, child.lineno, target))
+            elif isinstance(child, ast.Import):
+                out.extend((func, child.lineno, a.name) for a in child.names
+                           if a.name.split(".")[0] == "rtx")
+            visit(child, f)
+
+    visit(ast.parse(path.read_text()), None)
+    return out
+
+
+def test_one_late_bound_import():
+    """Imports inside functions hide cycles: the only one is Tensor.backward's call
+    of rtx.autograd.backward (the public face above Tensor)."""
+    late = [(str(p.relative_to(ROOT)), func, target)
+            for p in sorted(PKG.rglob("*.py")) for func, _, target in _imports(p)
+            if func is not None]
+    assert late == [("rtx/tensor.py", "backward", "rtx.autograd")], late
+
+
+def test_the_engine_never_imports_tensor_or_above():
+    above = ("rtx.tensor", "rtx.autograd", "rtx.functional", "rtx.creation", "rtx.nn",
+             "rtx._backend_state", "rtx.optim")
+    for p in sorted((PKG / "_autodiff").rglob("*.py")):
+        for _, line, target in _imports(p):
+            assert not target.startswith(above), f"{p.relative_to(ROOT)}:{line} imports {target}"
+
+
+def test_op_rule_families_import_only_their_base():
+    for p in sorted((PKG / "_autodiff" / "ops").glob("*.py")):
+        if p.name in ("__init__.py", "base.py"):
+            continue
+        for _, line, target in _imports(p):
+            assert target == "rtx._autodiff.ops.base", f"{p.name}:{line} imports {target}"
+
+
+def test_backends_import_nothing_above_them():
+    for p in sorted((PKG / "backend").rglob("*.py")):
+        for _, line, target in _imports(p):
+            assert target.startswith(("rtx.backend", "rtx._kernels", "rtx._threads")), \
+                f"{p.relative_to(ROOT)}:{line} imports {target}"
+
+
+@pytest.mark.skipif(not IN_TREE, reason="the Cython sources are not installed")
+def test_kernel_sources_import_no_rtx_python_module():
+    """The kernel layer (rtx/_kernels.pyx and its includes) sits below everything."""
+    pat = re.compile(r"^\s*(from\s+(rtx|\.)[\w.]*\s+c?import|import\s+rtx)", re.M)
+    for p in sorted(PKG.glob("*.pxi")) + [PKG / "_kernels.pyx"]:
+        hits = [m.group(0).strip() for m in pat.finditer(p.read_text())]
+        assert not hits, f"{p.name}: {hits}"
+
+
+@pytest.mark.skipif(not IN_TREE, reason="needs the source tree's pyproject.toml")
+@pytest.mark.skipif(shutil.which("lint-imports") is None and
+                    not Path(sys.executable).with_name("lint-imports").exists(),
+                    reason="import-linter is not installed")
+def test_import_linter_contracts_are_kept():
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    p = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "0 broken" in p.stdout
