@@ -11,8 +11,8 @@ Key scheme
 ----------
 Every array leaf is stored as one ``.npz`` member named by its path from the
 root: the keys along the path joined with ``/`` (list and tuple positions and
-int dict keys written in decimal; ``%`` and ``/`` inside a key escaped as
-``%25`` and ``%2F``).  A module state dict ``{"fc.weight": w}`` is therefore
+int dict keys written in decimal; ``%``, ``/``, ``\\`` and control characters
+inside a key escaped as ``%XX``, e.g. ``%25`` and ``%2F``).  A module state dict ``{"fc.weight": w}`` is therefore
 the member ``fc.weight`` and an optimiser's ``{"state": {0: {"exp_avg": m}}}``
 the member ``state/0/exp_avg``: plain ``numpy.load`` reads them.  The tree's
 structure — container types, int vs str keys, and the non-array leaves — is
@@ -37,7 +37,11 @@ _FORMAT = "rtx.save/1"
 
 
 def _escape(key: Any) -> str:
-    return str(key).replace("%", "%25").replace("/", "%2F")
+    """``key`` as one path segment of a zip member name: ``%``, ``/``, ``\\`` and
+    control characters (which zip names cannot hold: a NUL ends the name) become
+    ``%XX``; the tree keeps the key itself, so this need only be unique."""
+    return "".join(f"%{ord(c):02X}" if c in "%/\\" or ord(c) < 32 or ord(c) == 127 else c
+                   for c in str(key))
 
 
 def _encode(obj: Any, path: list[str], arrays: dict[str, np.ndarray]) -> Any:
