@@ -13,8 +13,9 @@ Every array leaf is stored as one ``.npz`` member named by its path from the
 root: the keys along the path joined with ``/`` (list and tuple positions and
 int dict keys written in decimal; ``%``, ``/``, ``\\`` and control characters
 inside a key escaped as ``%XX``, e.g. ``%25`` and ``%2F``).  A module state dict
-``{"fc.weight": w}`` is therefore the member ``fc.weight`` and an optimiser's ``{"state": {0: {"exp_avg": m}}}``
-the member ``state/0/exp_avg``: plain ``numpy.load`` reads them.  The tree's
+``{"fc.weight": w}`` is therefore the member ``fc.weight`` and an optimiser's
+``{"state": {0: {"exp_avg": m}}}`` the member ``state/0/exp_avg``: plain
+``numpy.load`` reads them.  The tree's
 structure — container types, int vs str keys, and the non-array leaves — is
 one JSON document in the member ``__rtx_tree__`` (a 0-d unicode array), in
 which each array leaf is ``{"t": "array", "key": <member name>}``.
