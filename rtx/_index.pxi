@@ -22,7 +22,7 @@
 
 # Bytes moved below which a kernel stays on one thread: waking the OpenMP team
 # and joining it costs a few microseconds, and below these sizes the serial
-# loop finishes sooner.  Measured with ``python -m rtx.bench index
+# loop finishes sooner.  Measured with ``python benchmarks/run.py index
 # --threshold`` on 2 cores (docs/performance.md): gather F=16 loses at
 # 256 KiB (0.91x) and wins from 512 KiB (1.27x); scatter F=64 (ROWS) still
 # loses at 1 MiB (0.71x) and wins at 4 MiB (1.26-1.8x).
