@@ -33,7 +33,7 @@ def test_import_rtx_does_not_import_mpi4py():
 
 def test_without_mpi4py_names_the_extra(fresh):
     fresh.setitem(sys.modules, "mpi4py", None)  # makes `from mpi4py import MPI` fail
-    with pytest.raises(ImportError, match=r'pip install "rtx\[mpi\]"'):
+    with pytest.raises(ImportError, match=r'pip install "rtx-gnn\[mpi\]"'):
         dist.init(allow_singleton=True)
     assert not dist.is_initialized()
 

@@ -1,6 +1,6 @@
 """rtx.distributed: data-parallel and graph-partitioned training over MPI.
 
-Optional: needs ``pip install "rtx[mpi]"`` (mpi4py and an MPI library).
+Optional: needs ``pip install "rtx-gnn[mpi]"`` (mpi4py and an MPI library).
 ``import rtx`` never imports this package, and importing it does not import
 mpi4py: that happens in ``init()``.  Run under an MPI launcher::
 

@@ -42,7 +42,7 @@ def _import_mpi() -> Any:
         except ImportError as exc:
             raise ImportError(
                 "rtx.distributed needs mpi4py and an MPI library, which are not installed: "
-                "pip install \"rtx[mpi]\" (mpi4py and the mpich wheel; or install mpi4py "
+                "pip install \"rtx-gnn[mpi]\" (mpi4py and the mpich wheel; or install mpi4py "
                 f"against your cluster's MPI). ({exc})"
             ) from exc
         _MPI = MPI
@@ -57,7 +57,7 @@ def launched_by_mpi() -> bool:
 def init(comm: Any = None, allow_singleton: bool = False) -> None:
     """Join the process group (``MPI.COMM_WORLD``, or ``comm``); idempotent.
 
-    Raises ``ImportError`` (naming ``pip install "rtx[mpi]"``) without mpi4py,
+    Raises ``ImportError`` (naming ``pip install "rtx-gnn[mpi]"``) without mpi4py,
     and ``RuntimeError`` when the process was not started by an MPI launcher,
     unless ``comm`` is given or ``allow_singleton=True`` (then it runs as the
     only rank of a world of size 1).

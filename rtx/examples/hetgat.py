@@ -13,7 +13,7 @@ run's configuration and per-epoch curves) and, when matplotlib is installed,
 ``curves.png``.  A seed gives the same run at any thread count.
 
 ``mpiexec -n N python -m rtx.examples.hetgat --distributed`` trains over N MPI
-ranks (``pip install "rtx[mpi]"``): each rank owns 1/N of the papers and holds
+ranks (``pip install "rtx-gnn[mpi]"``): each rank owns 1/N of the papers and holds
 their k-hop in-neighbourhood (k = ``--layers``); loss and accuracies are the
 whole graph's; rank 0 also prints each rank's memory and epoch time
 (docs/distributed.md).
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--distributed", action="store_true",
                     help="graph-partitioned training over MPI ranks: launch with "
                          "`mpiexec -n N python -m rtx.examples.hetgat --distributed` "
-                         "(needs pip install \"rtx[mpi]\"; docs/distributed.md)")
+                         "(needs pip install \"rtx-gnn[mpi]\"; docs/distributed.md)")
     ap.add_argument("--partition", choices=["auto", "metis", "contiguous"], default="auto",
                     help="with --distributed: how papers are split over ranks (auto: METIS "
                          "when pymetis is installed)")

@@ -19,7 +19,7 @@ def _skip_reason() -> str | None:
     if not dist.launched_by_mpi():
         return "MPI tests: run under `mpiexec -n 2 python -m pytest tests/mpi`"
     if importlib.util.find_spec("mpi4py") is None:
-        return "MPI tests need mpi4py (pip install \"rtx[mpi]\")"
+        return "MPI tests need mpi4py (pip install \"rtx-gnn[mpi]\")"
     return None
 
 
