@@ -60,6 +60,7 @@ def test_collectives_before_init_raise(fresh):
 
 def test_singleton_world_in_a_child():
     """A world of one rank (allow_singleton): collectives are the identity, DDP a no-op."""
+    pytest.importorskip("mpi4py", reason="the one-rank world needs mpi4py (the mpi extra)")
     code = """
 import numpy as np, rtx, rtx.distributed as dist
 dist.init(allow_singleton=True)

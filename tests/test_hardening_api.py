@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import pickle
-import subprocess
-import sys
 import threading
 import time
 
@@ -390,11 +388,10 @@ def test_pickle_round_trip(backend, dtype):
 
 
 def test_import_rtx_loads_optim():
-    from conftest import child_env
+    from conftest import run_child
 
-    code = "import rtx; print(rtx.optim.Adam.__name__, rtx.optim.SGD.__name__)"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=child_env(), timeout=120)
+    # a fresh interpreter in a neutral directory (never the source tree)
+    r = run_child("import rtx; print(rtx.optim.Adam.__name__, rtx.optim.SGD.__name__)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["Adam", "SGD"]
 
