@@ -221,14 +221,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pred = model(x_dict, data.edge_index_dict).argmax(-1).numpy()
     final = _accuracies(pred, data)
 
+    graph_info = _graph_info(source, data)
+    metrics = _write_metrics(args, graph_info, {}, history, best, final, train_s, ckpt)
+    print(f"\ntrained {args.epochs} epochs in {train_s:.1f} s "
+          f"(median {metrics['median_epoch_seconds']:.3f} s/epoch); best epoch "
+          f"{best['epoch']} by validation accuracy")
+    _print_final(final, ckpt, metrics, args.out)
+    return metrics
+
+
+def _graph_info(source: str, data: HeteroGraph) -> dict[str, Any]:
+    return {"source": source, "num_nodes": data.num_nodes_dict,
+            "num_edges": {"__".join(et): int(ei.shape[1])
+                          for et, ei in data.edge_index_dict.items()},
+            "num_classes": data.num_classes}
+
+
+def _write_metrics(args: argparse.Namespace, graph_info: dict[str, Any],
+                   extra: dict[str, Any], history: list[dict[str, float]],
+                   best: dict[str, Any], final: dict[str, float], train_s: float,
+                   ckpt: str) -> dict[str, Any]:
+    """The run's metrics (``extra`` after the graph's), written to ``metrics.json``,
+    and the loss / accuracy curves to ``curves.png`` when matplotlib is installed."""
     epoch_s = sorted(r["seconds"] for r in history)
     metrics: dict[str, Any] = {
         "config": {k: v for k, v in vars(args).items() if k != "progress"},
-        "graph": {"source": source, "num_nodes": data.num_nodes_dict,
-                  "num_edges": {"__".join(et): int(ei.shape[1])
-                                for et, ei in data.edge_index_dict.items()},
-                  "num_classes": data.num_classes},
+        "graph": graph_info,
         "threads": rtx.get_num_threads(),
+        **extra,
         "best_epoch": best["epoch"],
         "final": final,
         "train_seconds": train_s,
@@ -240,17 +260,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         json.dump(metrics, f, indent=1)
     if _plot(history, os.path.join(args.out, "curves.png")):
         metrics["plot"] = os.path.abspath(os.path.join(args.out, "curves.png"))
+    return metrics
 
-    print(f"\ntrained {args.epochs} epochs in {train_s:.1f} s "
-          f"(median {metrics['median_epoch_seconds']:.3f} s/epoch); best epoch "
-          f"{best['epoch']} by validation accuracy")
+
+def _print_final(final: dict[str, float], ckpt: str, metrics: dict[str, Any],
+                 out: str) -> None:
     print(f"train accuracy {final['train_acc']:.4f}")
     print(f"val accuracy {final['val_acc']:.4f}")
     print(f"test accuracy {final['test_acc']:.4f}")
-    print(f"wrote {ckpt}, {os.path.join(args.out, 'metrics.json')}"
+    print(f"wrote {ckpt}, {os.path.join(out, 'metrics.json')}"
           + (f", {metrics['plot']}" if "plot" in metrics else ""))
     sys.stdout.flush()
-    return metrics
 
 
 def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
@@ -279,10 +299,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
         print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
               f"{time.perf_counter() - t_start:.2f} s)", flush=True)
         os.makedirs(args.out, exist_ok=True)
-    graph_info = {"source": source, "num_nodes": data.num_nodes_dict,
-                  "num_edges": {"__".join(et): int(ei.shape[1])
-                                for et, ei in data.edge_index_dict.items()},
-                  "num_classes": data.num_classes}
+    graph_info = _graph_info(source, data)
     run = DistributedHetGAT(data, args.hidden, args.heads, args.layers, seed=args.seed,
                             method=args.partition)
     del data  # each rank keeps only its share
@@ -309,23 +326,9 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
 
     ckpt = os.path.join(args.out, "best.npz")
     rtx.save(best["state"], ckpt)
-    epoch_s = sorted(r["seconds"] for r in history)
-    metrics: dict[str, Any] = {
-        "config": {k: v for k, v in vars(args).items() if k != "progress"},
-        "graph": graph_info,
-        "threads": rtx.get_num_threads(),
-        "distributed": {"world_size": world, "partition": args.partition, "ranks": report},
-        "best_epoch": best["epoch"],
-        "final": final,
-        "train_seconds": train_s,
-        "median_epoch_seconds": epoch_s[len(epoch_s) // 2],
-        "history": history,
-        "checkpoint": os.path.abspath(ckpt),
-    }
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=1)
-    if _plot(history, os.path.join(args.out, "curves.png")):
-        metrics["plot"] = os.path.abspath(os.path.join(args.out, "curves.png"))
+    dist_info = {"world_size": world, "partition": args.partition, "ranks": report}
+    metrics = _write_metrics(args, graph_info, {"distributed": dist_info}, history, best,
+                             final, train_s, ckpt)
     print(f"\n{'rank':>4} {'owned':>7} {'halo':>7} {'nodes':>8} {'edges':>9} {'epoch s':>8} "
           f"{'rtx peak MB':>11} {'peak RSS MB':>11}")
     for r in report:
@@ -335,12 +338,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     print(f"\ntrained {args.epochs} epochs on {world} ranks in {train_s:.1f} s "
           f"(median {metrics['median_epoch_seconds']:.3f} s/epoch, slowest rank); best "
           f"epoch {best['epoch']} by validation accuracy")
-    print(f"train accuracy {final['train_acc']:.4f}")
-    print(f"val accuracy {final['val_acc']:.4f}")
-    print(f"test accuracy {final['test_acc']:.4f}")
-    print(f"wrote {ckpt}, {os.path.join(args.out, 'metrics.json')}"
-          + (f", {metrics['plot']}" if "plot" in metrics else ""))
-    sys.stdout.flush()
+    _print_final(final, ckpt, metrics, args.out)
     return metrics
 
 
