@@ -114,10 +114,28 @@ def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
     return ones(t.shape, dtype=t.dtype if dtype is None else dtype)
 
 
+def _arange_number(v: Any, name: str) -> int | float:
+    """``v`` as a Python number (a one-element tensor or numpy scalar is one too)."""
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise TypeError(f"arange(): {name} must be a number, got a tensor of shape {v.shape}")
+        v = v.item()
+    elif isinstance(v, np.generic) and v.dtype.kind in "biuf":
+        v = v.item()
+    if not isinstance(v, (int, float)):  # (bool is an int, as in Python)
+        raise TypeError(f"arange(): {name} must be a number, not {type(v).__name__}")
+    return v
+
+
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
            requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
+    # numbers only: numpy would take sequences elementwise (object arithmetic, and a
+    # ZeroDivisionError from inside it for a zero element: found by the fuzz job)
+    start = _arange_number(start, "start")
+    end = _arange_number(end, "end")
+    step = _arange_number(step, "step")
     if step == 0:
         raise ValueError("arange: step must be non-zero")
     if dtype is None:

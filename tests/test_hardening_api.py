@@ -415,3 +415,19 @@ def test_pow_in_place(backend, dtype):
     p = rtx.ones(2, dtype=dtype, requires_grad=True)
     with pytest.raises(RuntimeError):
         p **= 2
+
+
+@pytest.mark.parametrize("args", [(1, [2**78], [[6, 0.0]]), ([1],), ("a",), (0, 3, [0.5]),
+                                  (0, 3, np.array([1, 2]))], ids=repr)
+def test_arange_takes_numbers_only(args):
+    """Sequences went into np.arange elementwise (object arithmetic): a zero inside
+    one raised ZeroDivisionError from numpy's internals (found by the atheris job)."""
+    with pytest.raises(TypeError, match="must be a number"):
+        rtx.arange(*args)
+
+
+def test_arange_numpy_scalars_and_one_element_tensors_are_numbers():
+    assert rtx.arange(np.int64(3)).tolist() == [0, 1, 2]
+    assert rtx.arange(np.int64(3)).dtype == rtx.int64
+    assert rtx.arange(rtx.tensor(3)).tolist() == [0, 1, 2]
+    assert rtx.arange(0, 1, np.float32(0.25)).tolist() == [0.0, 0.25, 0.5, 0.75]
