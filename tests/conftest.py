@@ -61,6 +61,12 @@ def tol(dtype) -> dict:
         "rtol": 1e-12, "atol": 1e-12}
 
 
+def bits(a: np.ndarray) -> np.ndarray:
+    """The raw bits of a float array (bitwise comparisons, -0.0 != +0.0)."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
+
+
 def child_env() -> dict[str, str]:
     """Environment for a child interpreter that imports the SAME rtx as this one
     (CI runs the tests from the source tree against an installed rtx)."""

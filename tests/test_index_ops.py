@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -19,12 +20,6 @@ INDEX_DTYPES = [np.int32, np.int64]
 INDEX_KINDS = ["numpy", "list", "tensor"]
 STRATEGIES = ["serial", "rows", "csr", "cols"]
 OMP = _kernels.openmp_enabled()
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    """The raw bits of a float array (bitwise comparisons, -0.0 != +0.0)."""
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
 
 
 def as_kind(idx: np.ndarray, kind: str):

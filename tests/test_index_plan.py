@@ -8,17 +8,13 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rtx
 from rtx import _kernels
 from rtx.autograd import gradcheck
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
 
 
 @pytest.mark.valgrind

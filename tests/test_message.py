@@ -7,23 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import bits, tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rtx
 from rtx import _kernels
 from rtx.autograd import gradcheck
-
-
-def tol(dtype) -> dict:
-    """Comparison tolerances against numpy references for a dtype (as conftest's)."""
-    return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {
-        "rtol": 1e-12, "atol": 1e-12}
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
 
 
 def graph(rng, E=30, n_src=8, n_dst=6, idx_dtype=np.int64):

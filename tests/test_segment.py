@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import bits, tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,17 +18,6 @@ from rtx.backend.segment import np_segment_max, np_segment_mean, np_segment_soft
 
 INDEX_DTYPES = [np.int32, np.int64]
 OPS = ["segment_mean", "segment_max", "segment_softmax"]
-
-
-def tol(dtype) -> dict:
-    """Comparison tolerances against numpy references for a dtype (as conftest's)."""
-    return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {
-        "rtol": 1e-12, "atol": 1e-12}
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
 
 
 @pytest.fixture
