@@ -185,13 +185,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.distributed:
         return _main_distributed(args)
     t_start = time.perf_counter()
-    if args.data:
-        data = load_hetgraph(args.data, seed=args.seed)
-        source = os.path.abspath(args.data)
-    else:
-        data = synthetic_hetgraph(args.num_papers, seed=args.seed)
-        source = f"synthetic_hetgraph(num_papers={args.num_papers}, seed={args.seed})"
-    data = data.astype(np.float32)
+    data, source = _load_data(args)
     t_data = time.perf_counter() - t_start
     print(f"rtx {rtx.__version__}, {rtx.get_num_threads()} threads")
     print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
@@ -228,6 +222,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{best['epoch']} by validation accuracy")
     _print_final(final, ckpt, metrics, args.out)
     return metrics
+
+
+def _load_data(args: argparse.Namespace) -> tuple[HeteroGraph, str]:
+    """The graph to train on (the user's ``--data`` file or the synthetic one), in
+    float32, and a description of where it came from."""
+    if args.data:
+        data = load_hetgraph(args.data, seed=args.seed)
+        source = os.path.abspath(args.data)
+    else:
+        data = synthetic_hetgraph(args.num_papers, seed=args.seed)
+        source = f"synthetic_hetgraph(num_papers={args.num_papers}, seed={args.seed})"
+    return data.astype(np.float32), source
 
 
 def _graph_info(source: str, data: HeteroGraph) -> dict[str, Any]:
@@ -287,13 +293,7 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()
-    if args.data:
-        data = load_hetgraph(args.data, seed=args.seed)
-        source = os.path.abspath(args.data)
-    else:
-        data = synthetic_hetgraph(args.num_papers, seed=args.seed)
-        source = f"synthetic_hetgraph(num_papers={args.num_papers}, seed={args.seed})"
-    data = data.astype(np.float32)
+    data, source = _load_data(args)
     if lead:
         print(f"rtx {rtx.__version__}, {world} MPI ranks x {rtx.get_num_threads()} threads")
         print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
