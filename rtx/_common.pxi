@@ -71,6 +71,16 @@ cdef extern from *:
     void rtx_store_fence() noexcept nogil
 
 
+cdef inline int _clamp_threads(int num_threads) noexcept nogil:
+    """``num_threads`` clamped to [1, MAX_KERNEL_THREADS] (libgomp crashes on absurd
+    team sizes)."""
+    if num_threads < 1:
+        return 1
+    if num_threads > MAX_KERNEL_THREADS:
+        return MAX_KERNEL_THREADS
+    return num_threads
+
+
 cdef inline int _team_size(int num_threads, Py_ssize_t work) noexcept nogil:
     """``num_threads`` clamped to [1, MAX_KERNEL_THREADS] and to ``work`` items."""
     cdef int T = num_threads

@@ -32,10 +32,7 @@ def parallel_thread_ids(Py_ssize_t n, int num_threads):
     cdef Py_ssize_t i
     cdef int[::1] seen
     import numpy as _np
-    if num_threads < 1:
-        num_threads = 1
-    if num_threads > 256:   # libgomp crashes on absurd team sizes
-        num_threads = 256
+    num_threads = _clamp_threads(num_threads)
     arr = _np.zeros(num_threads, dtype=_np.intc)
     seen = arr
     with nogil:
@@ -49,9 +46,7 @@ def copy_bandwidth_kernel(const unsigned char[::1] src, unsigned char[::1] dst,
     """Parallel memcpy in ``num_threads`` contiguous blocks (benchmark reference)."""
     cdef Py_ssize_t n = src.shape[0]
     cdef Py_ssize_t t, chunk, a, b
-    cdef int T = num_threads if num_threads > 0 else 1
-    if T > 256:
-        T = 256
+    cdef int T = _clamp_threads(num_threads)
     if dst.shape[0] != n:
         raise ValueError("copy_bandwidth_kernel: sizes differ")
     if n == 0:

@@ -591,10 +591,8 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         imm_c = <double*>malloc(max(imms.shape[0], 1) * sizeof(double))
         inp_c = <char**>malloc(max(nin, 1) * sizeof(char*))
         outp_c = <char**>malloc(nout * sizeof(char*))
-        nt = num_threads
-        if nt > 256:
-            nt = 256
-        if nt < 1 or total < FUSED_PARALLEL_MIN:
+        nt = _clamp_threads(num_threads)
+        if total < FUSED_PARALLEL_MIN:
             nt = 1
         if nt > (total + block - 1) // block:
             nt = <int>((total + block - 1) // block)

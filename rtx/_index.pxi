@@ -171,8 +171,8 @@ def gather_rows(const real[:, ::1] x, const index_t[::1] idx, real[:, ::1] out,
     T = num_threads
     if T > E:
         T = E
-    if T > 256:
-        T = 256
+    if T > MAX_KERNEL_THREADS:
+        T = MAX_KERNEL_THREADS
     # Outputs much larger than the caches are written with non-temporal
     # stores: no read-for-ownership of the destination lines.
     stream = (RTX_HAVE_STREAM and E * F * <Py_ssize_t>sizeof(real) >= GATHER_STREAM_MIN
@@ -373,9 +373,7 @@ def scatter_strategy_for(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t it
                          int num_threads):
     """Name of the strategy auto dispatch picks for ``E`` source rows, ``N``
     destination rows of ``F`` items of ``itemsize`` bytes and a team of ``num_threads``."""
-    cdef int T = num_threads if num_threads > 1 else 1
-    if T > 256:
-        T = 256
+    cdef int T = _clamp_threads(num_threads)
     if E < 0 or N < 0 or F < 0 or itemsize < 1:
         raise ValueError("scatter_strategy_for: sizes must be >= 0 (itemsize >= 1)")
     return _STRATEGY_NAMES[_auto_strategy(E, N, F, itemsize, T)]
@@ -421,10 +419,7 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
         return
     sp = &src[0, 0]
     ip = &idx[0]
-    if T < 1:
-        T = 1
-    if T > 256:
-        T = 256
+    T = _clamp_threads(T)
     if strategy == S_AUTO:
         strategy = _auto_strategy(E, N, F, itemsize, T)
     if T == 1:
