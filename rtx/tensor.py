@@ -745,7 +745,7 @@ def _rebuild(data: np.ndarray, backend_cls: Any, requires_grad: bool, grad: Any)
 def _check_dtype(dtype: Any) -> np.dtype:
     try:
         dt = np.dtype(dtype)
-    except TypeError:
+    except Exception:  # numpy's parser raises TypeError, but also SyntaxError ("f4,(") and more
         raise TypeError(f"unsupported dtype {dtype!r}") from None
     if dt not in SUPPORTED_DTYPES:
         raise TypeError(

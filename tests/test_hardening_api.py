@@ -431,3 +431,15 @@ def test_arange_numpy_scalars_and_one_element_tensors_are_numbers():
     assert rtx.arange(np.int64(3)).dtype == rtx.int64
     assert rtx.arange(rtx.tensor(3)).tolist() == [0, 1, 2]
     assert rtx.arange(0, 1, np.float32(0.25)).tolist() == [0.0, 0.25, 0.5, 0.75]
+
+
+# numpy's dtype parser raises SyntaxError (not TypeError) for malformed comma
+# strings such as "f4,(" -- found by CI's atheris run through Tensor.to
+@pytest.mark.parametrize("bad", ["f4,(", "(,f4", "i4,(1", "2)i4", "(2f4", "M8[x]", "nonsense"])
+def test_malformed_dtype_strings_raise_type_error(bad):
+    t = rtx.tensor([1.0, 2.0])
+    for call in (lambda: t.to(bad), lambda: rtx.zeros(2, dtype=bad), lambda: rtx.tensor([1], dtype=bad),
+                 lambda: rtx.arange(3, dtype=bad), lambda: rtx.nn.Linear(2, 2).to(bad)):
+        with pytest.raises(TypeError, match="dtype"):
+            call()
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])
