@@ -330,6 +330,27 @@ def test_program_cache_hits_on_a_second_identical_step(fz):
     assert second["cache_hits"] > first["cache_hits"]
 
 
+def test_backward_with_many_leaf_gradients_plans_once(fz):
+    # several pending gradients are flushed together: the plan must not depend on
+    # the order a WeakSet happens to iterate in (memory addresses)
+    ts = [_leaf((64, 300), i, np.float32) for i in range(4)]
+
+    def step():
+        a, b, c, d = ts
+        (rtx.leaky_relu(a + b, 0.01) * c - d).sum().backward()
+        r = [t.grad.numpy().copy() for t in ts]
+        for t in ts:
+            t.grad = None
+        return r
+
+    ref = step()
+    first = fz.cache_info()["cache_misses"]
+    for _ in range(12):
+        for g, r in zip(step(), ref, strict=True):
+            np.testing.assert_array_equal(g, r)
+    assert fz.cache_info()["cache_misses"] == first
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_bitwise_identical_for_any_thread_count_and_block(dt):
     rng = np.random.default_rng(5)

@@ -21,6 +21,7 @@ output of the same pass.
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import threading
@@ -64,11 +65,14 @@ MAX_NODES = 256
 DEFAULT_MIN_ELEMENTS = 1 << 14
 
 
+_SEQ = itertools.count()
+
+
 class Lazy:
     """A Fusion primitive: a leaf holding an inner primitive (``value``), or a
     pending elementwise op over other ``Lazy`` nodes and Python scalars."""
 
-    __slots__ = ("shape", "dtype", "ctype", "op", "args", "imm", "value", "size",
+    __slots__ = ("shape", "dtype", "ctype", "op", "args", "imm", "value", "size", "seq",
                  "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ctype: Any, op: Any,
@@ -81,6 +85,7 @@ class Lazy:
         self.imm = imm
         self.value = value
         self.size = size        # pending nodes under this one (an upper bound)
+        self.seq = next(_SEQ)   # creation order: flush() plans in a deterministic order
 
     @property
     def pending(self) -> bool:
@@ -177,7 +182,9 @@ def _result_dtype(args: tuple[Any, ...]) -> Any:
 
 def _tops(pending: Any) -> list[Lazy]:
     """Live pending nodes that no other pending node reads."""
-    live = [n for n in list(pending) if n.value is None]
+    # sorted by creation: a WeakSet iterates in address order, which would give
+    # the same expression a different program (a cache miss) from run to run
+    live = sorted((n for n in list(pending) if n.value is None), key=lambda n: n.seq)
     inner = set()
     for n in live:
         for a in n.args:
