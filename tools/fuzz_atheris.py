@@ -364,6 +364,9 @@ def main() -> int:
     ap.add_argument("--asan", action="store_true")
     ap.add_argument("--corpus", default=os.path.join(ROOT, "build", "fuzz", "corpus"))
     ap.add_argument("--runs", type=int, default=-1, help="stop after N inputs (-1: time only)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="libFuzzer's random seed (0: a fresh one each run; CI fixes one so "
+                         "that a red run can be replayed)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args, rest = ap.parse_known_args()
     if args.worker:
@@ -392,8 +395,10 @@ def main() -> int:
             return 1
         where = os.path.dirname(os.path.dirname(probe.stdout.strip()))
     env["PYTHONFAULTHANDLER"] = "1"
+    if args.seed:
+        env["PYTHONHASHSEED"] = str(args.seed)   # set iteration order too
     cmd = [sys.executable, os.path.abspath(__file__), "--worker",
-           f"-max_total_time={args.seconds}", f"-runs={args.runs}",
+           f"-max_total_time={args.seconds}", f"-runs={args.runs}", f"-seed={args.seed}",
            f"-rss_limit_mb={4096 if args.asan else 2048}", "-timeout=20", "-print_final_stats=1",
            f"-artifact_prefix={art}", args.corpus]
     if not args.asan:
@@ -409,7 +414,8 @@ def main() -> int:
         env["ASAN_OPTIONS"] += ":max_allocation_size_mb=1024"
         pre = None  # type: ignore[assignment]
     print(f"=== fuzz: {args.seconds} s against the rtx in {where}"
-          f"{' (ASan + UBSan)' if args.asan else ''}", flush=True)
+          f"{' (ASan + UBSan)' if args.asan else ''}, seed {args.seed or 'random'}",
+          flush=True)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, env=env, cwd=os.path.join(ROOT, "build"), capture_output=True,
                        text=True,
