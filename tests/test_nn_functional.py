@@ -68,6 +68,37 @@ def test_activations_values_and_gradcheck(backend, dtype):
     np.testing.assert_allclose(nn.LogSoftmax(0)(x).numpy(), F.log_softmax(x, 0).numpy())
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["cpu", "fusion"])
+def test_elu_float32_is_within_a_few_ulp_of_exact_everywhere(fused):
+    # the CPU kernel and Fusion compute float32 expm1 with their own vectorised
+    # polynomial (rtx/_fused.pxi); checked against float64 expm1 on a dense grid,
+    # tiny / subnormal values and the special values
+    rng = np.random.default_rng(7)
+    a = np.concatenate([
+        rng.uniform(-1, 0, 200_000), rng.uniform(-45, 5, 200_000),
+        -np.logspace(-45, 2, 20_000), np.linspace(-0.36, 0.0, 20_000),
+        [0.0, -0.0, -1e-45, -1e-38, -30.0, -30.5, -1e4, -np.inf, np.inf, np.nan, 7.0],
+    ]).astype(np.float32)
+    be = rtx.fusion.Fusion(rtx.CpuBackend(), min_elements=0) if fused else rtx.CpuBackend()
+    with rtx.use_backend(be):
+        for alpha in (1.0, 0.3):
+            got = F.elu(rtx.tensor(a), alpha).numpy()
+            exact = np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0).astype(np.float64)))
+            want = exact.astype(np.float32)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(a))
+            np.testing.assert_array_equal(got[np.isinf(a)], want[np.isinf(a)])   # inf, -alpha
+            ok = np.isfinite(a)
+            ulp = np.spacing(np.maximum(np.abs(want[ok]), np.float32(1e-38))).astype(np.float64)
+            err = np.abs(got[ok].astype(np.float64) - exact[ok]) / ulp
+            # expm1 within 1.3 ulp; alpha != 1 adds the product's rounding and
+            # float32(alpha)'s own error
+            assert err.max() <= (1.5 if alpha == 1.0 else 2.5), (a[ok][err.argmax()], err.max())
+            zeros = a == 0
+            np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(a[zeros]))  # -0.0
+            if alpha == 1.0:
+                assert np.mean(got[ok] == want[ok]) > 0.9         # mostly correctly rounded
+
+
 def test_activation_gradchecks(backend):
     a = np.random.default_rng(1).standard_normal((3, 4))
     a[np.abs(a) < 0.05] = 0.3  # stay away from the kinks at 0

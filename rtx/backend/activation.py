@@ -46,6 +46,7 @@ class ActivationOps(HostRoundTrip):
     FAMILY = "activation"  # the op names below: what a decorator backend forwards as a family
     OPS: tuple[str, ...] = (
         "relu", "leaky_relu", "elu", "sigmoid", "tanh", "softmax", "log_softmax",
+        "relu_backward", "leaky_relu_backward", "elu_backward",
     )
 
     def relu(self, a: Any) -> Any:
@@ -68,3 +69,22 @@ class ActivationOps(HostRoundTrip):
 
     def log_softmax(self, a: Any, dim: int) -> Any:
         return self._host(np_log_softmax, a, dim)
+
+    # The backward rules' elementwise work, one op each, so that a backend can run
+    # it as one pass (the CPU backend: one fused OpenMP kernel).  These defaults
+    # compose the backend's own elementwise ops, so a decorator that records
+    # those (Fusion) fuses the backward with its neighbours.
+    def relu_backward(self, out: Any, grad: Any) -> Any:
+        """``grad`` where ``out > 0`` (or NaN), else 0: PyTorch's threshold rule."""
+        return self.where(self.le(out, 0), 0, grad)  # type: ignore[attr-defined]
+
+    def leaky_relu_backward(self, a: Any, grad: Any, negative_slope: float) -> Any:
+        """``grad`` where ``a > 0``, else ``grad * negative_slope``."""
+        return self.where(self.gt(a, 0), grad,  # type: ignore[attr-defined]
+                          self.mul(grad, negative_slope))  # type: ignore[attr-defined]
+
+    def elu_backward(self, a: Any, out: Any, grad: Any, alpha: float) -> Any:
+        """``grad * (out + alpha)`` (= alpha exp(a)) where ``a <= 0``, else ``grad``
+        (so a NaN input passes ``grad``, as PyTorch's elu_backward)."""
+        return self.where(self.le(a, 0),  # type: ignore[attr-defined]
+                          self.mul(grad, self.add(out, alpha)), grad)  # type: ignore[attr-defined]

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from .._kernels import (
+    FUSED_OPS,
     Storage,
+    fused_eval,
     gather_rows,
     get_parallel_thresholds,
     message_backward_csr,
@@ -110,6 +112,53 @@ def _index_threads(nbytes: int, kind: str) -> int:
     if nbytes < get_parallel_thresholds()[kind]:
         return 1
     return get_num_threads()
+
+
+class _Program:
+    """A fixed elementwise program for ``rtx._kernels.fused_eval`` (one OpenMP pass,
+    no temporaries): activations and their backward rules, which numpy runs as
+    3-5 passes with as many temporaries.  Registers: the inputs, then the scalar
+    constants, then temporaries; the last instruction's register is the output."""
+
+    __slots__ = ("prog", "nregs", "out_regs")
+
+    def __init__(self, n_inputs: int, n_consts: int,
+                 code: tuple[tuple[str, tuple[int, ...], int], ...]) -> None:
+        rows = []
+        for k, (op, srcs, imm) in enumerate(code):
+            dst = n_inputs + n_consts + k
+            rows.append([FUSED_OPS[op][0], dst, *srcs, *(-1,) * (3 - len(srcs)), imm])
+        self.prog = np.asarray(rows, dtype=np.int32)
+        self.nregs = n_inputs + n_consts + len(code)
+        self.out_regs = np.asarray([self.nregs - 1], dtype=np.int32)
+
+    def __call__(self, inputs: list[np.ndarray], consts: list[float],
+                 imms: list[float]) -> np.ndarray | None:
+        """The result (a new owned array), or None when the inputs are not all one
+        float dtype and shape (the caller then runs numpy)."""
+        a = inputs[0]
+        if a.dtype not in _KERNEL_DTYPES:
+            return None
+        for x in inputs[1:]:
+            if x.dtype != a.dtype or x.shape != a.shape:
+                return None
+        out = empty(a.shape, a.dtype)
+        fused_eval(self.prog, self.nregs, inputs, consts, imms, [out], self.out_regs,
+                   a.shape, get_num_threads(), 2048)
+        return out
+
+
+# (op, register operands, immediate index or -1); see _Program
+_LEAKY_RELU = _Program(1, 0, (("leaky_relu", (0,), 0),))
+_ELU = _Program(1, 0, (("elu", (0,), 0),))
+# out=0 g=1 | 0.0=2 | where(out <= 0, 0, g)
+_RELU_BWD = _Program(2, 1, (("le", (0, 2), -1), ("where", (3, 2, 1), -1)))
+# a=0 g=1 | 0.0=2 slope=3 | where(a > 0, g, g * slope)
+_LEAKY_RELU_BWD = _Program(2, 2, (("gt", (0, 2), -1), ("mul", (1, 3), -1),
+                                  ("where", (4, 1, 5), -1)))
+# a=0 out=1 g=2 | 0.0=3 alpha=4 | where(a <= 0, g * (out + alpha), g)
+_ELU_BWD = _Program(3, 2, (("le", (0, 3), -1), ("add", (1, 4), -1), ("mul", (2, 6), -1),
+                           ("where", (5, 7, 2), -1)))
 
 
 class CpuBackend(Backend):
@@ -274,10 +323,34 @@ class CpuBackend(Backend):
         return self._binary(np.maximum, a, 0 if a.dtype.kind == "f" else a.dtype.type(0))
 
     def leaky_relu(self, a: np.ndarray, negative_slope: float = 0.01) -> np.ndarray:
+        if isinstance(negative_slope, _py_numbers):
+            out = _LEAKY_RELU([a], [], [negative_slope])
+            if out is not None:
+                return out
         return own(np_leaky_relu(a, negative_slope))
 
     def elu(self, a: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+        if isinstance(alpha, _py_numbers):
+            out = _ELU([a], [], [alpha])
+            if out is not None:
+                return out
         return own(np_elu(a, alpha))
+
+    # the backward rules: one fused pass each (bitwise the composed ops' result)
+    def relu_backward(self, out: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        r = _RELU_BWD([out, grad], [0.0], [])
+        return super().relu_backward(out, grad) if r is None else r
+
+    def leaky_relu_backward(self, a: np.ndarray, grad: np.ndarray,
+                            negative_slope: float) -> np.ndarray:
+        r = (_LEAKY_RELU_BWD([a, grad], [0.0, negative_slope], [])
+             if isinstance(negative_slope, _py_numbers) else None)
+        return super().leaky_relu_backward(a, grad, negative_slope) if r is None else r
+
+    def elu_backward(self, a: np.ndarray, out: np.ndarray, grad: np.ndarray,
+                     alpha: float) -> np.ndarray:
+        r = _ELU_BWD([a, out, grad], [0.0, alpha], []) if isinstance(alpha, _py_numbers) else None
+        return super().elu_backward(a, out, grad, alpha) if r is None else r
 
     def sigmoid(self, a: np.ndarray) -> np.ndarray:
         return own(np_sigmoid(a))

@@ -50,8 +50,12 @@ COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 FUSABLE_OPS = UNARY_OPS + tuple(PARAM_OPS) + BINARY_OPS + COMPARE_OPS + ("where",)
 
 # Backend methods Fusion implements itself (never forwarded).
-_OWN = set(FUSABLE_OPS) | {"from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace",
-                           "broadcast_to", "copy", "aliases"}
+# The activations' backward ops are composed of recorded ops (Backend's default
+# bodies) so that they fuse with the rest of the backward.
+COMPOSED_OPS = ("relu_backward", "leaky_relu_backward", "elu_backward")
+_OWN = set(FUSABLE_OPS) | set(COMPOSED_OPS) | {
+    "from_numpy", "to_numpy", "shape", "dtype", "is_prim", "inplace", "broadcast_to", "copy",
+    "aliases"}
 
 _OPCODES = {name: spec[0] for name, spec in FUSED_OPS.items()}
 _CACHE_SIZE = 1024
@@ -553,6 +557,21 @@ def _binary(op: str) -> Any:
     return method
 
 
+def _composed(name: str) -> Any:
+    default = getattr(Backend, name)
+
+    def method(self: Fusion, *args: Any) -> Any:
+        x = args[0]
+        if (type(x) is Lazy and x.dtype in _FLOATS
+                and not (self.min_elements and math.prod(x.shape) < self.min_elements)):
+            return default(self, *args)     # recorded: fuses with its neighbours
+        return self.forward(name, *args)    # small or not float: the inner's one kernel
+
+    method.__name__ = name
+    method.__doc__ = default.__doc__
+    return method
+
+
 def _forwarder(name: str) -> Any:
     def method(self: Fusion, *args: Any, **kwargs: Any) -> Any:
         return self.forward(name, *args, **kwargs)
@@ -568,6 +587,8 @@ for _op, (_pname, _default) in PARAM_OPS.items():
     setattr(Fusion, _op, _param(_op, _pname, _default))
 for _op in BINARY_OPS + COMPARE_OPS:
     setattr(Fusion, _op, _binary(_op))
+for _op in COMPOSED_OPS:
+    setattr(Fusion, _op, _composed(_op))
 # Every other public Backend method goes to the inner backend (its fast path,
 # never Backend's host round-trip default).
 for _name in dir(Backend):

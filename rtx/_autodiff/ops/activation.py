@@ -20,7 +20,7 @@ class Relu(Op):
     @staticmethod
     def backward(ctx, B, g):
         # PyTorch's threshold rule: 0 where out <= 0, else g (a NaN input passes g)
-        return (B.where(B.le(ctx.out, 0), 0, g),)
+        return (B.relu_backward(ctx.out, g),)
 
 
 class LeakyRelu(Op):
@@ -35,7 +35,8 @@ class LeakyRelu(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.where(B.gt(ctx.a, 0), g, B.mul(g, ctx.slope)),)
+        # g where a > 0, else g * slope
+        return (B.leaky_relu_backward(ctx.a, g, ctx.slope),)
 
 
 class Elu(Op):
@@ -53,7 +54,7 @@ class Elu(Op):
     def backward(ctx, B, g):
         # x <= 0: alpha * exp(x) = out + alpha; else 1 (so a NaN input passes g, as in
         # PyTorch's elu_backward)
-        return (B.where(B.le(ctx.a, 0), B.mul(g, B.add(ctx.out, ctx.alpha)), g),)
+        return (B.elu_backward(ctx.a, ctx.out, g, ctx.alpha),)
 
 
 class Sigmoid(Op):
