@@ -7,21 +7,11 @@ graph neural networks fast on CPUs.
 >>> loss.backward()
 """
 
-try:
-    from . import _kernels  # noqa: F401 - fail early, with a clear message
-except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
-    import os as _os
-
-    _here = _os.path.dirname(_os.path.abspath(__file__))
-    if _os.path.exists(_os.path.join(_os.path.dirname(_here), "setup.py")):
-        raise ImportError(
-            f"rtx is being imported from its source tree ({_here}), which holds no compiled "
-            "extension. Run from outside the checkout to use an installed rtx, or build in "
-            "place: `pip install -e .` or `python setup.py build_ext --inplace`."
-        ) from _exc
-    raise
-
-from . import autograd, fusion
+from . import (
+    _loader,  # noqa: F401 - loads the extension first (see _loader.py)
+    autograd,
+    fusion,
+)
 from ._backend_state import get_default_backend, set_default_backend, use_backend
 from ._config import config, show_config
 from ._kernels import (

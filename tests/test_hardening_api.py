@@ -438,8 +438,9 @@ def test_arange_numpy_scalars_and_one_element_tensors_are_numbers():
 @pytest.mark.parametrize("bad", ["f4,(", "(,f4", "i4,(1", "2)i4", "(2f4", "M8[x]", "nonsense"])
 def test_malformed_dtype_strings_raise_type_error(bad):
     t = rtx.tensor([1.0, 2.0])
-    for call in (lambda: t.to(bad), lambda: rtx.zeros(2, dtype=bad), lambda: rtx.tensor([1], dtype=bad),
-                 lambda: rtx.arange(3, dtype=bad), lambda: rtx.nn.Linear(2, 2).to(bad)):
+    for call in (lambda: t.to(bad), lambda: rtx.zeros(2, dtype=bad),
+                 lambda: rtx.tensor([1], dtype=bad), lambda: rtx.arange(3, dtype=bad),
+                 lambda: rtx.nn.Linear(2, 2).to(bad)):
         with pytest.raises(TypeError, match="dtype"):
             call()
     np.testing.assert_array_equal(t.numpy(), [1.0, 2.0])

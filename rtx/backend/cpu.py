@@ -36,6 +36,7 @@ from .._kernels import (
     softmax_entry_mode,
 )
 from .._threads import get_num_threads
+from ._matmul import BLAS_THREADED_MIN, SINGLE_THREADED_BLAS, matmul_2d
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
 from .index import check_add, check_select
@@ -416,7 +417,14 @@ class CpuBackend(Backend):
             batch = ba if ba == bb else np.broadcast_shapes(ba, bb)
             dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
             out = empty(batch + (a.shape[-2], b.shape[-1]), dt)
-            np.matmul(a, b, out=out)
+            if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype == dt and dt.kind == "f":
+                # BLAS on one thread, the work split over rtx's threads (_matmul.py)
+                matmul_2d(a, b, out, get_num_threads(), lambda shape: empty(shape, dt))
+            elif out.size * a.shape[-1] >= BLAS_THREADED_MIN:
+                with SINGLE_THREADED_BLAS:
+                    np.matmul(a, b, out=out)
+            else:
+                np.matmul(a, b, out=out)
             return out
         return own(np.asarray(np.matmul(a, b)))
 

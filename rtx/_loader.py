@@ -1,0 +1,36 @@
+"""Loads rtx's compiled extension before anything else in rtx imports it.
+
+Two things happen here, once, at ``import rtx``:
+
+* GNU libgomp reads its spin setting once, when ``rtx._kernels`` loads it.  By
+  default its idle workers spin ~300,000 times after every parallel region,
+  holding a core that rtx's matmul threads or numpy's BLAS need next: on 2 cores
+  a HetGAT epoch (30k papers, 2 threads) ran 0.18-0.22 s with the default and
+  0.16-0.17 s with 10,000 (docs/performance.md).  So ``GOMP_SPINCOUNT=10000`` is
+  in the environment while the extension loads, unless the user set
+  ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (theirs wins); it is removed again
+  afterwards, so child processes and other libraries never see it.
+* An import from an unbuilt source tree fails with a message saying how to build.
+"""
+
+from __future__ import annotations
+
+import os
+
+_spin = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+if _spin:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+try:
+    from . import _kernels  # noqa: F401
+except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.exists(os.path.join(os.path.dirname(_here), "setup.py")):
+        raise ImportError(
+            f"rtx is being imported from its source tree ({_here}), which holds no compiled "
+            "extension. Run from outside the checkout to use an installed rtx, or build in "
+            "place: `pip install -e .` or `python setup.py build_ext --inplace`."
+        ) from _exc
+    raise
+finally:
+    if _spin:
+        del os.environ["GOMP_SPINCOUNT"]

@@ -1,0 +1,223 @@
+"""rtx's matmul: numpy's BLAS on one thread, the work split across rtx's threads.
+
+numpy's BLAS (OpenBLAS in numpy's wheels, pthreads build) keeps its own pool of
+threads, separate from rtx's OpenMP team.  After every multi-threaded call its
+workers busy-wait (a ``sched_yield`` loop) for about 2^28 cycles (~0.1 s) before
+they sleep, and libgomp's workers spin after every OpenMP region too.  A training
+step alternates matmuls with rtx's OpenMP kernels every millisecond or so, so
+neither pool ever sleeps and on a 2-core machine they fight for the cores: a
+HetGAT epoch (30k papers, 2 threads) took 0.46-0.56 s with BLAS on 2 threads and
+0.19 s with BLAS on one thread (docs/performance.md).  So inside rtx's matmul
+BLAS runs single-threaded -- its workers are never woken -- and rtx splits a
+large matmul across its own threads instead (``CpuBackend.matmul``).
+
+``SINGLE_THREADED_BLAS`` is that scope.  BLAS thread counts are process-wide
+(OpenBLAS's pthreads build has no per-thread setting that works), so the scope
+is reference-counted: the first rtx matmul to enter sets every BLAS library
+threadpoolctl finds (OpenBLAS, MKL) to one thread, the last to leave restores
+the user's setting.  A numpy matmul the user runs in another thread at that
+moment runs on one thread too; nothing else changes.  Without threadpoolctl, or
+with a BLAS it cannot set, the scope does nothing (rtx then runs as before).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+# Below this many multiply-adds OpenBLAS runs on the calling thread anyway
+# (its GEMM_MULTITHREAD_THRESHOLD), so no scope is needed.
+BLAS_THREADED_MIN = 1 << 16
+
+_lock = threading.Lock()
+_libs: list[tuple[Any, Any]] | None = None   # (get, set) per library; [] when none
+_depth = 0
+_saved: list[int] = []
+
+# getter / setter names by threadpoolctl's internal_api, tried with the symbol
+# affixes of the scipy-openblas builds numpy's wheels ship (scipy_..._64_ / 64_)
+_NAMES = {
+    "openblas": ("openblas_get_num_threads", "openblas_set_num_threads"),
+    "mkl": ("MKL_Get_Max_Threads", "MKL_Set_Num_Threads"),
+}
+_AFFIXES = (("", ""), ("scipy_", "64_"), ("scipy_", "_64"), ("scipy_", ""), ("", "64_"))
+
+
+def _find() -> list[tuple[Any, Any]]:
+    if os.environ.get("RTX_BLAS_THREADS", "").lower() == "keep":
+        return []      # opt-out: leave BLAS's threading alone
+    try:
+        from threadpoolctl import ThreadpoolController
+        libs = ThreadpoolController().select(user_api="blas").lib_controllers
+    except Exception:  # noqa: BLE001 - not installed, or a platform it cannot read
+        return []
+    found = []
+    for lib in libs:
+        names = _NAMES.get(lib.internal_api)
+        if names is None:
+            continue
+        try:
+            dll = ctypes.CDLL(lib.filepath)
+        except OSError:
+            continue
+        for pre, suf in _AFFIXES:
+            get = getattr(dll, f"{pre}{names[0]}{suf}", None)
+            put = getattr(dll, f"{pre}{names[1]}{suf}", None)
+            if get is not None and put is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                put.restype, put.argtypes = None, [ctypes.c_int]
+                found.append((get, put))
+                break
+    return found
+
+
+def _libraries() -> list[tuple[Any, Any]]:
+    global _libs
+    if _libs is None:
+        with _lock:
+            if _libs is None:
+                _libs = _find()
+    return _libs
+
+
+class _SingleThreadedBlas:
+    """``with SINGLE_THREADED_BLAS:`` BLAS on one thread inside the block
+    (reference-counted across threads; a no-op when no BLAS can be set)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _depth, _saved
+        libs = _libraries()
+        if libs:
+            with _lock:
+                if _depth == 0:
+                    _saved = [get() for get, _ in libs]
+                    for (_, put), n in zip(libs, _saved, strict=True):
+                        if n != 1:
+                            put(1)
+                _depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _depth
+        libs = _libraries()
+        if libs:
+            with _lock:
+                _depth -= 1
+                if _depth == 0:
+                    _restore(libs)
+
+
+def _restore(libs: list[tuple[Any, Any]]) -> None:
+    for (_, put), n in zip(libs, _saved, strict=True):
+        if n != 1:
+            put(n)
+
+
+SINGLE_THREADED_BLAS = _SingleThreadedBlas()
+
+
+# ------------------------------------------------------------------ the split
+# A matmul of at least SPLIT_MIN multiply-adds is cut into at most MAX_CHUNKS
+# pieces along a dimension, chosen from the SHAPES alone (never from the thread
+# count, so results are the same for any number of threads): the rows of ``a``
+# when there are enough (each piece a smaller GEMM writing its own rows of the
+# output), else the inner dimension K (partial products summed in a fixed
+# order; the backward's ``x.T @ grad``).  The pieces are spread over
+# ``get_num_threads()`` threads: the caller's and rtx's worker threads, each
+# running numpy's matmul (which releases the GIL) with single-threaded BLAS.
+SPLIT_MIN = 1 << 21
+MAX_CHUNKS = 8
+MIN_ROWS = 512      # rows per piece (a row split)
+MIN_INNER = 2048    # inner length per piece (a K split)
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        with _lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max_workers=255, thread_name_prefix="rtx-matmul")
+    return _pool
+
+
+def _pieces(n: int, step_min: int) -> list[tuple[int, int]]:
+    k = min(MAX_CHUNKS, n // step_min)
+    if k < 2:
+        return []
+    bounds = [n * i // k for i in range(k + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def matmul_2d(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
+              scratch: Any) -> None:
+    """``out[...] = a @ b`` for 2-D operands, split as described above.
+    ``scratch(shape)`` allocates the K split's partial products."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m * k * n < BLAS_THREADED_MIN:
+        np.matmul(a, b, out=out)
+        return
+    with SINGLE_THREADED_BLAS:
+        rows = _pieces(m, MIN_ROWS) if m * k * n >= SPLIT_MIN else []
+        inner = [] if rows or m * k * n < SPLIT_MIN else _pieces(k, MIN_INNER)
+        if not rows and not inner:
+            np.matmul(a, b, out=out)
+            return
+        if rows:
+            tasks = [(a[r0:r1], b, out[r0:r1]) for r0, r1 in rows]
+        else:
+            parts = [out] + [scratch((m, n)) for _ in inner[1:]]
+            tasks = [(a[:, k0:k1], b[k0:k1], p) for (k0, k1), p in zip(inner, parts, strict=True)]
+        _run(tasks, threads)
+        if inner:
+            for p in parts[1:]:
+                np.add(out, p, out=out)
+
+
+def _run(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: int) -> None:
+    """The matmul tasks on ``threads`` threads (task i on thread i % threads)."""
+    t = max(1, min(threads, len(tasks)))
+    if t == 1:
+        for x, y, o in tasks:
+            np.matmul(x, y, out=o)
+        return
+    groups = [tasks[i::t] for i in range(t)]
+    futures: list[Future[None]] = [_workers().submit(_group, g) for g in groups[1:]]
+    try:
+        _group(groups[0])
+    finally:
+        for f in futures:
+            f.result()
+
+
+def _group(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    for x, y, o in tasks:
+        np.matmul(x, y, out=o)
+
+
+def blas_controlled() -> bool:
+    """Whether rtx can run BLAS single-threaded here (threadpoolctl found a BLAS
+    whose thread count it can set)."""
+    return bool(_libraries())
+
+
+def _after_fork_in_child() -> None:
+    # the forking thread may have been inside a scope: restore BLAS in the child
+    global _depth, _lock, _pool
+    if _depth and _libs:
+        _restore(_libs)
+    _depth = 0
+    _lock = threading.Lock()
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
