@@ -6,8 +6,8 @@ workers busy-wait (a ``sched_yield`` loop) for about 2^28 cycles (~0.1 s) before
 they sleep, and libgomp's workers spin after every OpenMP region too.  A training
 step alternates matmuls with rtx's OpenMP kernels every millisecond or so, so
 neither pool ever sleeps and on a 2-core machine they fight for the cores: a
-HetGAT epoch (30k papers, 2 threads) took 0.46-0.56 s with BLAS on 2 threads and
-0.19 s with BLAS on one thread (docs/performance.md).  So inside rtx's matmul
+HetGAT epoch (30k papers, 2 threads) took 0.56 s with BLAS on 2 threads and 0.23 s
+with BLAS on one thread, same code otherwise (docs/performance.md).  So inside rtx's matmul
 BLAS runs single-threaded -- its workers are never woken -- and rtx splits a
 large matmul across its own threads instead (``CpuBackend.matmul``).
 
