@@ -10,7 +10,7 @@ import pytest
 
 import rtx
 from rtx.backend import _matmul
-from tests.conftest import run_child
+from conftest import run_child
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 

@@ -7,9 +7,9 @@ they sleep, and libgomp's workers spin after every OpenMP region too.  A trainin
 step alternates matmuls with rtx's OpenMP kernels every millisecond or so, so
 neither pool ever sleeps and on a 2-core machine they fight for the cores: a
 HetGAT epoch (30k papers, 2 threads) took 0.56 s with BLAS on 2 threads and 0.23 s
-with BLAS on one thread, same code otherwise (docs/performance.md).  So inside rtx's matmul
-BLAS runs single-threaded -- its workers are never woken -- and rtx splits a
-large matmul across its own threads instead (``CpuBackend.matmul``).
+with BLAS on one thread, same code otherwise (docs/performance.md).  So inside
+rtx's matmul BLAS runs single-threaded -- its workers are never woken -- and rtx
+splits a large matmul across its own threads instead (``CpuBackend.matmul``).
 
 ``SINGLE_THREADED_BLAS`` is that scope.  BLAS thread counts are process-wide
 (OpenBLAS's pthreads build has no per-thread setting that works), so the scope

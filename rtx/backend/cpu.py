@@ -138,10 +138,10 @@ class _Program:
         """The result (a new owned array), or None when the inputs are not all one
         float dtype and shape (the caller then runs numpy)."""
         a = inputs[0]
-        if a.dtype not in _KERNEL_DTYPES:
+        if type(a) is not _ndarray or a.dtype not in _KERNEL_DTYPES:
             return None
         for x in inputs[1:]:
-            if x.dtype != a.dtype or x.shape != a.shape:
+            if type(x) is not _ndarray or x.dtype != a.dtype or x.shape != a.shape:
                 return None
         out = empty(a.shape, a.dtype)
         fused_eval(self.prog, self.nregs, inputs, consts, imms, [out], self.out_regs,
