@@ -7,10 +7,10 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import run_child
 
 import rtx
 from rtx.backend import _matmul
-from conftest import run_child
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
