@@ -5,8 +5,9 @@ Two things happen here, once, at ``import rtx``:
 * GNU libgomp reads its spin setting once, when ``rtx._kernels`` loads it.  By
   default its idle workers spin ~300,000 times after every parallel region,
   holding a core that rtx's matmul threads or numpy's BLAS need next: on 2 cores
-  a HetGAT epoch (30k papers, 2 threads) ran 0.18-0.22 s with the default and
-  0.16-0.17 s with 10,000 (docs/performance.md).  So ``GOMP_SPINCOUNT=10000`` is
+  a HetGAT epoch (30k papers, 2 threads; three alternating pairs of processes)
+  ran 0.18-0.22 s with the default and 0.17-0.19 s with 10,000, each pair faster
+  with 10,000 (docs/performance.md).  So ``GOMP_SPINCOUNT=10000`` is
   in the environment while the extension loads, unless the user set
   ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (theirs wins); it is removed again
   afterwards, so child processes and other libraries never see it.
