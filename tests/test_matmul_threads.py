@@ -139,3 +139,19 @@ def test_blas_control_can_be_turned_off():
                   "from rtx.backend import _matmul; print(_matmul.blas_controlled())")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_matmul_at_interpreter_exit_runs_inline():
+    # atexit handlers run after concurrent.futures shuts its pools down
+    r = run_child("import atexit, numpy as np, rtx\n"
+                  "rtx.set_num_threads(2)\n"
+                  "a = rtx.randn(3000, 200, seed=0)\n"
+                  "ref = (a @ a.T).numpy()\n"
+                  "def late():\n"
+                  "    import concurrent.futures.thread as t\n"
+                  "    t._shutdown = True\n"
+                  "    np.testing.assert_array_equal((a @ a.T).numpy(), ref)\n"
+                  "    print('ok')\n"
+                  "atexit.register(late)\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"

@@ -190,8 +190,13 @@ def _run(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: int) -
             np.matmul(x, y, out=o)
         return
     groups = [tasks[i::t] for i in range(t)]
-    futures: list[Future[None]] = [_workers().submit(_group, g) for g in groups[1:]]
+    futures: list[Future[None]] = []
     try:
+        for g in groups[1:]:
+            try:
+                futures.append(_workers().submit(_group, g))
+            except RuntimeError:   # the pool is shut down (interpreter exit): run here
+                _group(g)
         _group(groups[0])
     finally:
         for f in futures:
