@@ -195,17 +195,23 @@ def test_backward_of_a_chain_is_one_pass(fz):
     np.testing.assert_array_equal(gb, np.ones_like(gb))
 
 
-def test_training_steps_match_unfused_bitwise():
+@pytest.mark.parametrize("act", ["leaky_relu", "elu", "relu"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_training_steps_match_unfused_bitwise(act, dt):
     """A few SGD steps of a small MLP under fusion give the unfused stack's bits
-    (arithmetic and leaky_relu only: the same IEEE operations in the same order)."""
+    (arithmetic and the activations the CPU backend runs on the same evaluator:
+    the same IEEE operations in the same order)."""
+    f = {"leaky_relu": lambda v: rtx.leaky_relu(v, 0.2), "elu": lambda v: rtx.elu(v, 0.7),
+         "relu": rtx.relu}[act]
+
     def run(backend):
         with rtx.use_backend(backend):
             rng = np.random.default_rng(0)
-            x = rtx.tensor(rng.standard_normal((32, 8)).astype(np.float32))
-            w1 = rtx.tensor(rng.standard_normal((8, 16)).astype(np.float32), requires_grad=True)
-            w2 = rtx.tensor(rng.standard_normal((16, 1)).astype(np.float32), requires_grad=True)
+            x = rtx.tensor(rng.standard_normal((32, 8)).astype(dt))
+            w1 = rtx.tensor(rng.standard_normal((8, 16)).astype(dt), requires_grad=True)
+            w2 = rtx.tensor(rng.standard_normal((16, 1)).astype(dt), requires_grad=True)
             for _ in range(3):
-                h = rtx.leaky_relu(x @ w1, 0.2) * 0.5 + 0.1
+                h = f(x @ w1) * 0.5 + 0.1
                 loss = ((h @ w2 - 1.0) * (h @ w2 - 1.0)).mean()
                 loss.backward()
                 with rtx.no_grad():
