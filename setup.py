@@ -93,7 +93,8 @@ class BuildExt(build_ext):
                 " ".join(ext.extra_compile_args),
             )
             ext.define_macros.append(
-                ("RTX_BUILD_CFLAGS", '"%s"' % " ".join(" ".join(all_flags).split()).replace('"', "'"))
+                ("RTX_BUILD_CFLAGS",
+                 '"{}"'.format(" ".join(" ".join(all_flags).split()).replace('"', "'")))
             )
             ext.define_macros.append(("RTX_BUILD_OPENMP", "1" if cflags else "0"))
         super().build_extensions()
