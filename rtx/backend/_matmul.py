@@ -185,10 +185,6 @@ def matmul_2d(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
 def _run(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: int) -> None:
     """The matmul tasks on ``threads`` threads (task i on thread i % threads)."""
     t = max(1, min(threads, len(tasks)))
-    if t == 1:
-        for x, y, o in tasks:
-            np.matmul(x, y, out=o)
-        return
     groups = [tasks[i::t] for i in range(t)]
     futures: list[Future[None]] = []
     try:
