@@ -102,6 +102,57 @@ def _deflate(data: bytes) -> bytes:
     return c.compress(data) + c.flush()
 
 
+def _u8_header(n: int) -> bytes:
+    """A .npy v1 header (magic included) for a uint8 array of n items, 128 bytes long."""
+    h = f"{{'descr': '|u1', 'fortran_order': False, 'shape': ({n},), }}"
+    h = h + " " * (128 - 10 - len(h) - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode("latin1")
+
+
+def _quoted_overlap_bomb(n: int, kernel: int) -> bytes:
+    """Fifield's quoted-overlap zip bomb made of .npy members.
+
+    Member i's deflate stream is its own .npy header (a uint8 array), a stored
+    block quoting member i+1's local header, then member i+1's stream, and so on
+    down to one shared kernel of ``kernel`` zero bytes.  Every member's name,
+    sizes, CRC and .npy header agree and each stays within deflate's ratio; only
+    the members overlap in the file, so ``n`` members expand to ``n`` kernels.
+    """
+    names = [f"m{i:05d}.npy".encode() for i in range(n)]
+
+    def local(i: int, crc: int, cs: int, us: int) -> bytes:
+        return struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 8, 0, 0x21, crc, cs, us,
+                           len(names[i]), 0) + names[i]
+
+    def block(data: bytes) -> bytes:  # complete, byte-aligned, not final
+        c = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
+
+    out_tail, stream_tail = bytes(kernel), _deflate(bytes(kernel))
+    info: list = [None] * n
+    heads: list = [b""] * n
+    for i in range(n - 1, -1, -1):  # from the kernel back to the first member
+        hdr = _u8_header(len(out_tail))
+        heads[i] = block(hdr)
+        output, stream = hdr + out_tail, heads[i] + stream_tail
+        info[i] = (zlib.crc32(output), len(stream), len(output))
+        h = local(i, *info[i])
+        if i:
+            out_tail = h + output
+            stream_tail = b"\x00" + struct.pack("<HH", len(h), 0xFFFF ^ len(h)) + h + stream
+        else:
+            body = h + stream
+    offsets, pos = [0], 30 + len(names[0])
+    for i in range(1, n):  # member i's header follows member i-1's header block + quote
+        pos += len(heads[i - 1]) + 5
+        offsets.append(pos)
+        pos += 30 + len(names[i])
+    cd = b"".join(struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, 20, 0, 0, 8, 0, 0x21,
+                              *info[i], len(names[i]), 0, 0, 0, 0, 0, offsets[i]) + names[i]
+                  for i in range(n))
+    return body + cd + struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, n, n, len(cd), len(body), 0)
+
+
 def _manifest(tree: dict, fmt: str = "rtx.save/2") -> bytes:
     return _npy(np.array(json.dumps({"format": fmt, "tree": tree})))
 
@@ -495,6 +546,8 @@ def _crafted() -> list[tuple[str, bytes, str]]:
                                                    "offset": 0, "csize": len(_W),
                                                    "usize": len(_W), "crc": zlib.crc32(_W)}]),
          r"overlap"),
+        ("quoted-overlap bomb, every size honest", _quoted_overlap_bomb(4, 10000),
+         r"'m00000\.npy' and 'm00001\.npy' overlap in the file"),
         ("deflated data corrupt", _raw_zip([{"name": "w.npy", "data": b"\xff" * 40,
                                              "method": 8, "plain": _W}]),
          r"'w\.npy'.*corrupt"),
@@ -627,9 +680,13 @@ def test_mutated_checkpoints_load_or_raise_value_error(data, compress, tmp_path)
 def test_memory_budget_is_a_memory_error(tmp_path, monkeypatch):
     p = tmp_path / "m.npz"
     rtx.save({"w": np.zeros(1000)}, p)
-    monkeypatch.setattr(ser, "_memory_budget", lambda: 4000)
+    with zipfile.ZipFile(p) as zf:
+        total = sum(i.file_size for i in zf.infolist())
+    monkeypatch.setattr(ser, "_memory_budget", lambda: total - 1)
     with pytest.raises(MemoryError, match="more than this machine's"):
         rtx.load(p)
+    monkeypatch.setattr(ser, "_memory_budget", lambda: total)  # exactly enough
+    np.testing.assert_array_equal(rtx.load(p)["w"], np.zeros(1000))
     monkeypatch.setattr(ser, "_memory_budget", lambda: None)  # the OS does not say: no cap
     np.testing.assert_array_equal(rtx.load(p)["w"], np.zeros(1000))
 
@@ -683,17 +740,14 @@ def test_zip_bombs_under_an_address_space_limit(tmp_path):
                             "usize": len(plain) + 8 * 8589934592}]),
         # the directory is honest (1 MiB); the .npy header still declares 64 GiB
         "header": _raw_zip([{"name": "w.npy", "data": comp, "method": 8, "plain": body}]),
-        # 2000 directory entries over one 1 MiB member
-        "overlap": _raw_zip([{"name": "m.npy", "data": comp, "method": 8, "plain": body}]
-                            + [{"name": f"n{i}.npy", "data": b"", "method": 8, "offset": 0,
-                                "csize": len(comp), "usize": len(body),
-                                "crc": zlib.crc32(body)} for i in range(2000)]),
+        # 1500 overlapping members, each honest, over one 1 MiB kernel: 1.5 GiB if read
+        "overlap": _quoted_overlap_bomb(1500, 1 << 20),
         "hetgraph-sizes": _raw_zip([{"name": "y.npy", "data": comp, "method": 8,
                                      "plain": body, "usize": len(plain) + 8 * 8589934592}]),
     }
     paths = {}
     for name, data in files.items():
-        assert len(data) < 200_000
+        assert len(data) < 400_000
         paths[name] = str(tmp_path / f"{name}.npz")
         (tmp_path / f"{name}.npz").write_bytes(data)
     r = run_child(_BOMB_CHILD.replace("json.loads(sys.argv[1])", repr(paths)), timeout=300)
@@ -702,7 +756,8 @@ def test_zip_bombs_under_an_address_space_limit(tmp_path):
     assert out["limit"] == "bites", out
     assert out["sizes"].startswith("ValueError") and "deflate can expand" in out["sizes"], out
     assert out["header"].startswith("ValueError") and "declares shape" in out["header"], out
-    assert out["overlap"].startswith("ValueError") and "overlap" in out["overlap"], out
+    assert out["overlap"].startswith("ValueError"), out["overlap"]
+    assert "overlap in the file" in out["overlap"], out
     assert out["hetgraph-sizes"].startswith("ValueError") and "'y.npy'" in out[
         "hetgraph-sizes"], out
 
