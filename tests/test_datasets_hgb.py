@@ -261,6 +261,17 @@ def test_one_hot_too_large_is_memory_error(tmp_path, monkeypatch):
         load_hgb(tmp_path, featureless="one_hot")
 
 
+def test_link_type_without_links_stays(tmp_path):
+    acm_like(str(tmp_path))
+    path = tmp_path / "link.dat"
+    lines = open(path).read().rstrip("\n").split("\n")
+    with open(path, "w") as f:                                   # drop every link of type 1
+        f.write("\n".join(ln for ln in lines if ln.split("\t")[2] != "1") + "\n")
+    data = load_hgb(tmp_path)
+    assert A(data["paper", "ref", "paper"].edge_index).shape == (2, 0)   # listed in info.dat
+    data.validate()
+
+
 def test_node_lines_in_any_order(tmp_path):
     m = acm_like(str(tmp_path), shuffle_nodes=True)
     data = load_hgb(tmp_path)
@@ -403,6 +414,8 @@ CASES = [   # (file, line edited, edit, message, line the message names)
     ("link.dat", 2, lambda s: "20" + s[s.index("\t"):], r"link type 0 joins node types 0 -> 0 "
                                                         r"\(info\.dat\), but this link joins 1",
      2),
+    ("link.dat", 2, lambda s: "\t".join(s.split("\t")[:1] + ["20"] + s.split("\t")[2:]),
+     r"link type 0 joins node types 0 -> 0 \(info\.dat\), but this link joins 0 -> 1", 2),
     ("link.dat", 2, lambda s: "\t".join(s.split("\t")[:2] + ["9", "1.0"]),
      r"link type 9 is not listed in info\.dat", 2),
     ("label.dat", 2, lambda s: s.replace("\t0\t", "\t1\t", 1), r"node 1 has type 0 in node\.dat",

@@ -533,6 +533,17 @@ def test_random_link_split_reproducible_and_errors():
         T.RandomLinkSplit(neg_sampling_ratio=-1.0)
     with pytest.raises(TypeError, match="HeteroData"):
         T.RandomLinkSplit(edge_types=W)([1, 2])
+    d["paper", "empty", "author"].edge_attr = np.ones((3, 1))
+    with pytest.raises(ValueError, match="no edge_index"):
+        T.RandomLinkSplit(edge_types=("paper", "empty", "author"))(d)
+
+
+def test_random_link_split_accepts_relation_names():
+    d = link_graph()
+    by_name = T.RandomLinkSplit(edge_types="writes", seed=0)(d)
+    by_type = T.RandomLinkSplit(edge_types=W, seed=0)(d)
+    for a, b in zip(by_name, by_type, strict=True):
+        np.testing.assert_array_equal(A(a[W].edge_label_index), A(b[W].edge_label_index))
 
 
 def test_random_link_split_warns_when_negatives_run_out():

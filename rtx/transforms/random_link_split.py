@@ -116,6 +116,9 @@ class RandomLinkSplit(BaseTransform):
         revs = [None if r is None else self._resolve(data, r) for r in rev_edge_types]
         rng = _rng(self.seed, self.generator)
         train_data, val_data, test_data = data.copy(), data.copy(), data.copy()
+        for et in ets:
+            if "edge_index" not in data[et]:
+                raise ValueError(f"RandomLinkSplit: edge type {et!r} has no edge_index")
         for et, rev in zip(ets, revs, strict=True):
             store = data[et]
             # PyG: only a relation within one node type, and only when its reverse is itself
