@@ -407,7 +407,12 @@ CASES = [   # (file, line edited, edit, message, line the message names)
     # node 14 (an author) claims type 2: node 15, the next author, is out of place
     ("node.dat", 15, lambda s: s.replace("\t1\t", "\t2\t", 1).rsplit("\t", 1)[0] + "\t1.0,2.0",
      r"node 15 of type 1 follows node 14 of type 2", 16),
+    ("node.dat", 3, lambda s: "9" * 25 + s[s.index("\t"):], r"node id 9+ is too large", 3),
     ("link.dat", 2, lambda s: s + "\t7", r"4 tab-separated fields", 2),
+    ("link.dat", 2, lambda s: "9" * 25 + s[s.index("\t"):], r"source node id 9+ is too large",
+     2),
+    ("link.dat", 2, lambda s: s.replace("\t", "\t-", 1), r"destination node id -\d+ is negative",
+     2),
     ("link.dat", 2, lambda s: "999" + s[s.index("\t"):], r"source node id 999 is not a node", 2),
     ("link.dat", 2, lambda s: s.rsplit("\t", 1)[0] + "\theavy", r"weight 'heavy'", 2),
     ("link.dat", 2, lambda s: s.rsplit("\t", 1)[0] + "\tinf", r"not finite", 2),

@@ -215,3 +215,13 @@ def test_roc_auc_is_ogb_rocauc():
     y = np.r_[np.ones(50), np.zeros(70)]
     s = np.r_[pos, neg]
     assert roc_auc_score(y, s) == pytest.approx(M.roc_auc_score(y, s), abs=1e-12)
+
+
+def test_metrics_take_tensors_of_every_backend(backend):
+    y = rtx.tensor(np.array([0, 1, 2, 1]))
+    p = rtx.tensor(np.array([[0.9, 0.1, 0.0], [0.2, 0.7, 0.1], [0.1, 0.1, 0.8], [0.6, 0.3, 0.1]]))
+    assert accuracy(y, p) == 0.75
+    assert f1_score(y, p, "micro") == 0.75
+    assert roc_auc_score(rtx.tensor(np.array([1, 0, 1])), rtx.tensor(np.array([0.8, 0.3, 0.2]))
+                         ) == 0.5
+    assert mrr(rtx.tensor(np.array([0.5])), rtx.tensor(np.array([[0.6, 0.1]]))) == 0.5

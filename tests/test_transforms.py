@@ -825,3 +825,20 @@ def test_transforms_do_not_share_mutable_state_with_input():
     assert "edge_weight" in d[C]
     cp = copy.deepcopy(d)
     assert_untouched(snapshot(cp), d)
+
+
+def test_transforms_on_every_backend(backend):
+    """Graphs whose tensors live on each backend give the CPU backend's results."""
+    with rtx.use_backend(rtx.CpuBackend()):
+        ref_d = T.ToUndirected()(link_graph())
+        ref = T.RandomLinkSplit(edge_types=W, rev_edge_types=RW, seed=0)(ref_d)
+        ref_loops = T.AddSelfLoops(fill_value="mean")(graph())
+    d = T.ToUndirected()(link_graph())
+    out = T.RandomLinkSplit(edge_types=W, rev_edge_types=RW, seed=0)(d)
+    for a, b in zip(out, ref, strict=True):
+        for key in ("edge_index", "edge_label_index", "edge_label", "edge_attr"):
+            np.testing.assert_array_equal(A(a[W][key]), A(b[W][key]))
+    loops = T.AddSelfLoops(fill_value="mean")(graph())
+    np.testing.assert_array_equal(A(loops[C].edge_weight), A(ref_loops[C].edge_weight))
+    neg = negative_sampling(rtx.tensor(np.array([[0, 1], [1, 2]])), 4, 5, seed=0)
+    check_negatives(np.array([[0, 1], [1, 2]]), neg, 4, 4, False)

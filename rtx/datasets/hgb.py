@@ -70,6 +70,8 @@ def _int(lines: _Lines, n: int, s: str, what: str) -> int:
         raise lines.fail(n, f"{what} {s!r} is not an integer") from None
     if v < 0:
         raise lines.fail(n, f"{what} {v} is negative")
+    if v >= 2**62:
+        raise lines.fail(n, f"{what} {v} is too large")
     return v
 
 
@@ -299,34 +301,55 @@ def _layout(lines: _Lines, ids: np.ndarray, types: np.ndarray, nums: np.ndarray
     return type_of, shift, present
 
 
+def _link_error(lines: _Lines, n: int, f: list[str], N: int) -> ValueError:
+    """The precise complaint about a link.dat line the fast path refused."""
+    if len(f) != 4:
+        return lines.fail(n, f"expected 4 tab-separated fields (src_id, dst_id, link_type, "
+                             f"weight), got {len(f)}")
+    h = _int(lines, n, f[0], "source node id")
+    t = _int(lines, n, f[1], "destination node id")
+    for v, what in ((h, "source"), (t, "destination")):
+        if v >= N:
+            return lines.fail(n, f"{what} node id {v} is not a node (node.dat has {N})")
+    _int(lines, n, f[2], "link type")
+    try:
+        wt = float(f[3])
+    except ValueError:
+        return lines.fail(n, f"weight {f[3]!r} is not a number")
+    if not math.isfinite(wt):
+        return lines.fail(n, f"weight {f[3]!r} is not finite")
+    return lines.fail(n, "malformed link")   # pragma: no cover - the fast path accepts it
+
+
 def _read_links(lines: _Lines, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                 np.ndarray]:
+    """The links in file order; the per-line loop only converts (the biggest file:
+    a million lines for Freebase), the range checks run on the arrays after."""
     src, dst, rel, nums = array("q"), array("q"), array("q"), array("q")
     w = array("d")
     for n, f in lines:
-        if len(f) != 4:
-            raise lines.fail(n, f"expected 4 tab-separated fields (src_id, dst_id, link_type, "
-                                f"weight), got {len(f)}")
-        h = _int(lines, n, f[0], "source node id")
-        t = _int(lines, n, f[1], "destination node id")
-        for v, what in ((h, "source"), (t, "destination")):
-            if v >= N:
-                raise lines.fail(n, f"{what} node id {v} is not a node (node.dat has {N})")
-        r = _int(lines, n, f[2], "link type")
         try:
-            wt = float(f[3])
-        except ValueError:
-            raise lines.fail(n, f"weight {f[3]!r} is not a number") from None
-        if not math.isfinite(wt):
-            raise lines.fail(n, f"weight {f[3]!r} is not finite")
-        src.append(h)
-        dst.append(t)
-        rel.append(r)
+            if len(f) != 4:
+                raise ValueError
+            h, t, r, wt = int(f[0]), int(f[1]), int(f[2]), float(f[3])
+            src.append(h)
+            dst.append(t)
+            rel.append(r)
+        except (ValueError, OverflowError):
+            raise _link_error(lines, n, f, N) from None
         w.append(wt)
         nums.append(n)
-    return (np.frombuffer(src, dtype=np.int64), np.frombuffer(dst, dtype=np.int64),
-            np.frombuffer(rel, dtype=np.int64), np.frombuffer(w, dtype=np.float64),
-            np.frombuffer(nums, dtype=np.int64))
+    out = (np.frombuffer(src, dtype=np.int64), np.frombuffer(dst, dtype=np.int64),
+           np.frombuffer(rel, dtype=np.int64), np.frombuffer(w, dtype=np.float64),
+           np.frombuffer(nums, dtype=np.int64))
+    bad = (out[0] < 0) | (out[0] >= N) | (out[1] < 0) | (out[1] >= N) | (out[2] < 0) \
+        | ~np.isfinite(out[3])
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        n = int(out[4][i])
+        raise _link_error(lines, n, [str(out[0][i]), str(out[1][i]), str(out[2][i]),
+                                     repr(float(out[3][i]))], N)
+    return out
 
 
 def _read_labels(lines: _Lines, N: int, type_of: np.ndarray, multilabel: bool | None
