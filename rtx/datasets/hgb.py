@@ -423,7 +423,8 @@ def load_hgb(path: str | os.PathLike[str], name: str | None = None, *,
         multilabel: labels as a multi-hot ``y [N, C]`` (float32, HGB's IMDB) or one
             class per node (``y [N]`` int64, -1 where unlabelled); ``None``: multi
             when ``name`` is IMDB or a label line lists several labels.
-        seed, generator: the randomness of the validation split.
+        seed, generator: the randomness of the validation split (an int seed, 0 by
+            default, or an ``rtx.Generator``, which then takes precedence).
 
     Returns:
         ``HeteroData`` with ``x`` (float32) or ``num_nodes`` per node type,
@@ -445,7 +446,7 @@ def load_hgb(path: str | os.PathLike[str], name: str | None = None, *,
     if isinstance(val_ratio, bool) or not isinstance(val_ratio, (int, float)) \
             or not 0.0 <= val_ratio < 1.0:
         raise ValueError(f"load_hgb: val_ratio must lie in [0, 1), got {val_ratio!r}")
-    rng = _rng(seed, generator)
+    rng = _rng(None, generator) if generator is not None else _rng(seed, None)
     d = _resolve_dir(path, name)
     if multilabel is None and name is not None and name.lower() == "imdb":
         multilabel = True
