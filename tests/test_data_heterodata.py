@@ -250,6 +250,20 @@ def test_save_load_round_trip(tmp_path):
     assert repr(back) == repr(data).replace("  note=None,\n", "")
 
 
+def test_save_compressed(tmp_path):
+    data = small()
+    data["paper"].x = rtx.zeros(2000, 8)
+    data["paper"].y = np.zeros(2000, np.int64)
+    plain, packed = tmp_path / "a.npz", tmp_path / "b.npz"
+    data[W].edge_index = np.zeros((2, 0), np.int64)
+    data[C].edge_index = np.zeros((2, 0), np.int64)
+    data[C].edge_attr = np.zeros((0, 5), np.float32)
+    data.save(plain)
+    data.save(packed, compress=True)
+    assert packed.stat().st_size * 10 < plain.stat().st_size
+    assert repr(HeteroData.load(packed)) == repr(data)
+
+
 def test_load_refuses_other_files(tmp_path):
     p = tmp_path / "sd.npz"
     rtx.save({"w": np.zeros(2)}, p)

@@ -531,8 +531,9 @@ class HeteroData:
                                      f"are {E} edges")
 
     # ------------------------------------------------------------- files
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write to an ``.npz`` file with ``rtx.save`` (atomic; nothing pickled).
+    def save(self, path: str | os.PathLike[str], compress: bool = False) -> None:
+        """Write to an ``.npz`` file with ``rtx.save`` (atomic; nothing pickled;
+        ``compress=True`` deflates the members: real graphs shrink 10-100x).
         Read it back with ``HeteroData.load(path)``; rtx tensors come back as
         rtx tensors, numpy arrays as numpy arrays."""
         doc = {
@@ -541,7 +542,7 @@ class HeteroData:
             "nodes": [[nt, _pack(s._mapping, repr(nt))] for nt, s in self._nodes.items()],
             "edges": [[list(et), _pack(s._mapping, repr(et))] for et, s in self._edges.items()],
         }
-        _save(doc, path)
+        _save(doc, path, compress=compress)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> HeteroData:

@@ -12,11 +12,14 @@ the source node's index among ``src_type`` nodes, row 1 the destination's among
     x/<node_type>                      float [N_t, F_t]   one per node type
     edge_index/<src>__<relation>__<dst> int   [2, E]       one per edge type
     y                                  int   [N_target]   class per target node
-    train_mask, val_mask, test_mask    bool  [N_target]   optional (a seeded
-                                                         60/20/20 split if absent)
+    train_mask, val_mask, test_mask    bool  [N_target]   optional: all three, or
+                                                         none (a seeded 60/20/20 split)
     target                             str   0-d          the labelled node type
 
-Type names may not contain ``/`` or ``__``.  Nothing is pickled.
+Each key is one ``<key>.npy`` member (``numpy.savez``'s layout); each may appear
+once.  Type names may not contain ``/`` or ``__``.  Nothing is pickled, and
+``load_hetgraph`` reads through ``rtx.load``'s checked reader (sizes checked
+before anything is read; see ``rtx.serialization``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from ..serialization import _read_npz, _write_npz
 
 EdgeType = tuple[str, str, str]
 Metadata = tuple[list[str], list[EdgeType]]
@@ -48,9 +53,9 @@ class HeteroGraph:
         train_mask, val_mask, test_mask: bool ``[N_target]``.
         target: the node type that carries ``y`` and the masks.
 
-    The constructor checks everything (shapes, dtypes, index ranges, that each
-    edge type's node types exist) and raises ``ValueError`` / ``TypeError`` /
-    ``IndexError`` naming the offending type.
+    The constructor checks everything (shapes, dtypes, finite features, index
+    ranges, that each edge type's node types exist) and raises ``ValueError`` /
+    ``TypeError`` / ``IndexError`` naming the offending type.
     """
 
     x_dict: dict[str, np.ndarray]
@@ -75,6 +80,11 @@ class HeteroGraph:
             if a.ndim != 2:
                 raise ValueError(f"features of node type {nt!r} must be 2-D [num_nodes, "
                                  f"num_features], got shape {a.shape}")
+            finite = np.isfinite(a)
+            if not finite.all():
+                raise ValueError(f"features of node type {nt!r} hold "
+                                 f"{finite.size - int(np.count_nonzero(finite))} non-finite "
+                                 "value(s) (NaN or inf)")
             xs[nt] = a
         self.x_dict = xs
         eis: dict[EdgeType, np.ndarray] = {}
@@ -115,6 +125,8 @@ class HeteroGraph:
                              f"{self.target!r} node), got {y.dtype} {y.shape}")
         if n and y.min() < 0:
             raise ValueError(f"y holds a negative class ({int(y.min())})")
+        if n and int(y.max()) > np.iinfo(np.int64).max:  # checked before the int64 cast
+            raise ValueError(f"y holds class {int(y.max())}, beyond int64")
         self.y = y.astype(np.int64, copy=False)
         for name in ("train_mask", "val_mask", "test_mask"):
             m = np.asarray(getattr(self, name))
@@ -283,25 +295,42 @@ def synthetic_hetgraph(num_papers: int = 3000, seed: int = 0, num_classes: int =
                        y.astype(np.int64), tr, va, te, target="paper")
 
 
-def save_hetgraph(data: HeteroGraph, path: str | os.PathLike[str]) -> None:
-    """Write ``data`` to ``path`` as ``.npz`` (key scheme in the module docstring)."""
-    arrays: dict[str, np.ndarray] = {}
-    for nt, x in data.x_dict.items():
-        arrays[f"x/{nt}"] = x
-    for et, ei in data.edge_index_dict.items():
-        arrays["edge_index/" + "__".join(et)] = ei
-    arrays.update(y=data.y, train_mask=data.train_mask, val_mask=data.val_mask,
-                  test_mask=data.test_mask, target=np.array(data.target))
-    np.savez(path, **arrays)  # type: ignore[arg-type]
+def save_hetgraph(data: HeteroGraph, path: str | os.PathLike[str], *,
+                  compress: bool = False) -> None:
+    """Write ``data`` to exactly ``path`` as ``.npz`` (key scheme in the module docstring).
+
+    The graph is checked again first (a ``HeteroGraph`` changed after it was
+    built is caught here, before anything is written), and the file is written
+    atomically: a failure leaves any previous ``path`` as it was.
+    ``compress=True`` deflates the members (as ``numpy.savez_compressed``).
+    """
+    if not isinstance(data, HeteroGraph):
+        raise TypeError(f"save_hetgraph expects a HeteroGraph, got {type(data).__name__}")
+    g = HeteroGraph(dict(data.x_dict), dict(data.edge_index_dict), data.y, data.train_mask,
+                    data.val_mask, data.test_mask, data.target)
+    members = [(f"x/{nt}.npy", x) for nt, x in g.x_dict.items()]
+    members += [("edge_index/" + "__".join(et) + ".npy", ei)
+                for et, ei in g.edge_index_dict.items()]
+    members += [("y.npy", g.y), ("train_mask.npy", g.train_mask),
+                ("val_mask.npy", g.val_mask), ("test_mask.npy", g.test_mask),
+                ("target.npy", np.array(g.target))]
+    _write_npz(path, members, compress, "save_hetgraph")
+
+
+_MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def load_hetgraph(path: str | os.PathLike[str], target: str | None = None,
                   seed: int = 0) -> HeteroGraph:
     """Read a heterogeneous graph from an ``.npz`` file (key scheme in the module
-    docstring).  ``target`` overrides the file's ``target`` entry; missing masks
-    become a seeded 60/20/20 split.  Raises ``ValueError`` naming what is wrong."""
-    with np.load(path, allow_pickle=False) as f:
-        files = {k: f[k] for k in f.files}
+    docstring).  ``target`` overrides the file's ``target`` entry; a file with
+    none of the three masks gets a seeded 60/20/20 split (one with only some of
+    them is an error).  Anything malformed — not a zip, a member that is not a
+    plain ``.npy`` array or appears twice, a bad shape, dtype or index, NaN or
+    inf in the features — is a ``ValueError`` naming the file and what is wrong;
+    a missing file is ``FileNotFoundError``."""
+    label = os.fspath(path)
+    files = {name[:-4]: a for name, a in _read_npz(path, "load_hetgraph").items()}
     x_dict: dict[str, np.ndarray] = {}
     edge_index_dict: dict[EdgeType, np.ndarray] = {}
     for key, a in files.items():
@@ -310,29 +339,44 @@ def load_hetgraph(path: str | os.PathLike[str], target: str | None = None,
         elif key.startswith("edge_index/"):
             parts = key[len("edge_index/"):].split("__")
             if len(parts) != 3:
-                raise ValueError(f"{os.fspath(path)}: key {key!r} must be "
+                raise ValueError(f"{label}: key {key!r} must be "
                                  "'edge_index/<src>__<relation>__<dst>'")
             edge_index_dict[(parts[0], parts[1], parts[2])] = a
-        elif key not in ("y", "train_mask", "val_mask", "test_mask", "target"):
-            raise ValueError(f"{os.fspath(path)}: unexpected key {key!r} (expected x/<type>, "
+        elif key not in ("y", "target", *_MASKS):
+            raise ValueError(f"{label}: unexpected key {key!r} (expected x/<type>, "
                              "edge_index/<src>__<rel>__<dst>, y, *_mask, target)")
     if not x_dict:
-        raise ValueError(f"{os.fspath(path)}: no node features (keys 'x/<node_type>')")
+        raise ValueError(f"{label}: no node features (keys 'x/<node_type>')")
     if "y" not in files:
-        raise ValueError(f"{os.fspath(path)}: no labels (key 'y')")
-    if target is None:
-        target = str(files["target"]) if "target" in files else None
+        raise ValueError(f"{label}: no labels (key 'y')")
+    y = files["y"]
+    if y.ndim != 1:
+        raise ValueError(f"{label}: member 'y' must be 1-D (one class per target node), "
+                         f"got shape {y.shape}")
+    if target is None and "target" in files:
+        t = files["target"]
+        if t.dtype.kind != "U" or t.ndim != 0:
+            raise ValueError(f"{label}: member 'target' must be a 0-d string (the labelled "
+                             f"node type), got {t.dtype} {t.shape}")
+        target = str(t)
     if target is None:
         if len(x_dict) != 1:
-            raise ValueError(f"{os.fspath(path)}: no 'target' entry; pass target= (one of "
+            raise ValueError(f"{label}: no 'target' entry; pass target= (one of "
                              f"{sorted(x_dict)})")
         target = next(iter(x_dict))
-    n = files["y"].shape[0]
-    if all(m in files for m in ("train_mask", "val_mask", "test_mask")):
+    given = [m for m in _MASKS if m in files]
+    if len(given) == 3:
         tr, va, te = files["train_mask"], files["val_mask"], files["test_mask"]
+    elif not given:
+        tr, va, te = random_split(y.shape[0], seed=seed)
     else:
-        tr, va, te = random_split(n, seed=seed)
-    return HeteroGraph(x_dict, edge_index_dict, files["y"], tr, va, te, target=target)
+        missing = [m for m in _MASKS if m not in files]
+        raise ValueError(f"{label}: gives {', '.join(given)} but not {', '.join(missing)}: "
+                         "give all three masks, or none for a seeded 60/20/20 split")
+    try:
+        return HeteroGraph(x_dict, edge_index_dict, y, tr, va, te, target=target)
+    except (TypeError, IndexError, ValueError) as exc:
+        raise ValueError(f"{label}: {exc}") from exc
 
 
 def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> HeteroGraph:
@@ -371,9 +415,15 @@ def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> Hete
     if getattr(store, "y", None) is None:
         raise ValueError(f"target node type {target!r} has no labels 'y'")
     y = arr(store.y)
-    masks = [getattr(store, m, None) for m in ("train_mask", "val_mask", "test_mask")]
+    masks = [getattr(store, m, None) for m in _MASKS]
     if all(m is not None for m in masks):
         tr, va, te = (arr(m) for m in masks)
-    else:
+    elif all(m is None for m in masks):
         tr, va, te = random_split(y.shape[0], seed=seed)
+    else:
+        has = [n for n, m in zip(_MASKS, masks, strict=True) if m is not None]
+        lacks = [n for n in _MASKS if n not in has]
+        raise ValueError(f"target node type {target!r} has {', '.join(has)} but not "
+                         f"{', '.join(lacks)}: give all three masks, or none for a seeded "
+                         "60/20/20 split")
     return HeteroGraph(x_dict, edge_index_dict, y, tr, va, te, target=target)
