@@ -1,0 +1,231 @@
+"""``negative_sampling``: node pairs that are not edges (PyG's signature).
+
+Pairs are encoded as integers in ``[0, population)`` -- ``src * n_dst + dst``
+for bipartite sizes, ``src * (N - 1) + dst'`` (self-loops left out) for one node
+type, the index in the strict upper triangle with ``force_undirected`` -- and
+drawn uniformly without replacement by vectorised rejection sampling against
+the sorted codes of the existing edges.  When the request is more than half of
+what is left (a dense graph, or asking for nearly every non-edge) the
+complement is enumerated instead and a uniform subset taken, so the result
+always has ``min(num_neg_samples, available)`` pairs and never an existing edge.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..creation import Generator, _rng, from_numpy
+from ..tensor import Tensor
+
+__all__ = ["negative_sampling"]
+
+_MAX_POPULATION = 2**62          # pair codes must fit in int64 with room to spare
+_DENSE_MASK_LIMIT = 2**31        # method="dense": one bool per pair, at most 2 GiB
+_MAX_ROUNDS = 64                 # rejection rounds before enumerating the complement
+
+
+def _as_edge_index(edge_index: Any) -> np.ndarray:
+    if isinstance(edge_index, Tensor):
+        a = edge_index.numpy()
+    elif isinstance(edge_index, np.ndarray):
+        a = edge_index
+    elif hasattr(edge_index, "detach") and hasattr(edge_index, "numpy"):  # torch
+        a = np.asarray(edge_index.detach().cpu().numpy())
+    else:
+        a = np.asarray(edge_index)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"negative_sampling: edge_index must be integer, got {a.dtype}")
+    if a.ndim != 2 or a.shape[0] != 2:
+        raise ValueError(f"negative_sampling: edge_index must have shape [2, E], got "
+                         f"{a.shape}")
+    return a.astype(np.int64, copy=False)
+
+
+def _count(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"negative_sampling: {what} must be an int, got {v!r}")
+    n = operator.index(v)
+    if n < 0:
+        raise ValueError(f"negative_sampling: {what} must be >= 0, got {n}")
+    return n
+
+
+def _sizes(num_nodes: Any, ei: np.ndarray) -> tuple[int, int, bool]:
+    """``(n_src, n_dst, bipartite)``."""
+    if num_nodes is None:
+        n = int(ei.max()) + 1 if ei.size else 0
+        return n, n, False
+    if isinstance(num_nodes, (tuple, list)):
+        if len(num_nodes) != 2:
+            raise ValueError(f"negative_sampling: num_nodes must be an int or a pair "
+                             f"(num_src_nodes, num_dst_nodes), got {num_nodes!r}")
+        return _count(num_nodes[0], "num_nodes[0]"), _count(num_nodes[1], "num_nodes[1]"), True
+    n = _count(num_nodes, "num_nodes")
+    return n, n, False
+
+
+def _encode(row: np.ndarray, col: np.ndarray, n_src: int, n_dst: int, bipartite: bool,
+            undirected: bool) -> tuple[np.ndarray, int]:
+    """Codes of the pairs that count (self-loops dropped on one node type) and the
+    population size."""
+    if bipartite:
+        return row * n_dst + col, n_src * n_dst
+    n = n_src
+    keep = row != col
+    row, col = row[keep], col[keep]
+    if undirected:  # the pair {u, v} as (min, max) in the strict upper triangle
+        lo, hi = np.minimum(row, col), np.maximum(row, col)
+        return lo * n - lo * (lo + 1) // 2 + (hi - lo - 1), n * (n - 1) // 2
+    return row * (n - 1) + (col - (col > row)), n * (n - 1)
+
+
+def _decode(code: np.ndarray, n_src: int, n_dst: int, bipartite: bool,
+            undirected: bool) -> tuple[np.ndarray, np.ndarray]:
+    if bipartite:
+        return code // n_dst, code % n_dst
+    n = n_src
+    if undirected:
+        r = np.arange(n, dtype=np.int64)
+        start = r * n - r * (r + 1) // 2          # code of (r, r + 1)
+        row = np.searchsorted(start, code, side="right") - 1
+        return row, code - start[row] + row + 1
+    row = code // (n - 1)
+    col = code % (n - 1)
+    return row, col + (col >= row)
+
+
+def _sample_codes(existing: np.ndarray, population: int, k: int, method: str,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``k`` distinct codes in ``[0, population)`` outside the sorted unique
+    ``existing``, uniformly at random (``k <= population - len(existing)``)."""
+    avail = population - existing.size
+    if k == 0:
+        return np.empty(0, dtype=np.int64)
+    if 2 * k > avail:  # most of the complement is wanted: enumerate it (O(k + E) memory)
+        free = np.ones(population, dtype=bool)
+        free[existing] = False
+        return rng.choice(np.flatnonzero(free), size=k, replace=False, shuffle=True)
+    mask = None
+    if method == "dense":
+        mask = np.ones(population, dtype=bool)
+        mask[existing] = False
+    got: list[np.ndarray] = []
+    have = 0
+    taken = np.empty(0, dtype=np.int64)  # sorted codes already chosen
+    for _ in range(_MAX_ROUNDS):
+        need = k - have
+        left = avail - have
+        m = int(math.ceil(need * population / left * 1.1)) + 16
+        cand = rng.integers(0, population, size=m, dtype=np.int64)
+        if mask is not None:
+            cand = cand[mask[cand]]
+        elif existing.size:
+            pos = np.searchsorted(existing, cand)
+            hit = existing[np.minimum(pos, existing.size - 1)] == cand
+            cand = cand[~hit]
+        # the first draw of each code, in draw order, not already taken
+        _, first = np.unique(cand, return_index=True)
+        cand = cand[np.sort(first)]
+        if taken.size:
+            pos = np.searchsorted(taken, cand)
+            hit = taken[np.minimum(pos, taken.size - 1)] == cand
+            cand = cand[~hit]
+        cand = cand[:need]
+        if mask is not None:
+            mask[cand] = False
+        got.append(cand)
+        have += cand.size
+        if have == k:
+            return np.concatenate(got)
+        taken = np.sort(np.concatenate(got))
+    # not reached in practice (each round expects 1.1x what is missing); stay exact
+    free = np.ones(population, dtype=bool)
+    free[existing] = False
+    free[taken] = False
+    rest = rng.choice(np.flatnonzero(free), size=k - have, replace=False, shuffle=True)
+    return np.concatenate([*got, rest])
+
+
+def negative_sampling_numpy(edge_index: Any, num_nodes: Any = None,
+                            num_neg_samples: Any = None, method: str = "sparse",
+                            force_undirected: bool = False,
+                            rng: np.random.Generator | None = None) -> np.ndarray:
+    """``negative_sampling`` on numpy arrays with a numpy ``Generator`` (for rtx's
+    transforms and loaders): an int64 ``[2, K]`` array."""
+    if method not in ("sparse", "dense"):
+        raise ValueError(f"negative_sampling: method must be 'sparse' or 'dense', got "
+                         f"{method!r}")
+    ei = _as_edge_index(edge_index)
+    n_src, n_dst, bipartite = _sizes(num_nodes, ei)
+    undirected = bool(force_undirected) and not bipartite   # PyG: ignored when bipartite
+    if ei.size:
+        for r, n in ((0, n_src), (1, n_dst)):
+            lo, hi = int(ei[r].min()), int(ei[r].max())
+            if lo < 0 or hi >= n:
+                raise IndexError(f"negative_sampling: edge_index row {r} holds node "
+                                 f"{lo if lo < 0 else hi}, outside the {n} nodes")
+    E = ei.shape[1]
+    if num_neg_samples is None:
+        k = E
+    elif isinstance(num_neg_samples, float):
+        if not math.isfinite(num_neg_samples) or num_neg_samples < 0:
+            raise ValueError(f"negative_sampling: num_neg_samples must be >= 0, got "
+                             f"{num_neg_samples}")
+        k = int(num_neg_samples * E)               # PyG: a ratio of the edge count
+    else:
+        k = _count(num_neg_samples, "num_neg_samples")
+    if undirected:
+        k //= 2                                    # PyG: each pair is returned both ways
+    pop_src, pop_dst = (n_src, n_dst) if bipartite else (n_src, max(n_src - 1, 0))
+    if pop_src and pop_dst and pop_src > _MAX_POPULATION // pop_dst:
+        raise ValueError(f"negative_sampling: {n_src} x {n_dst} node pairs do not fit in "
+                         "int64 codes")
+    codes, population = _encode(ei[0], ei[1], n_src, n_dst, bipartite, undirected)
+    existing = np.unique(codes)
+    k = min(k, population - existing.size)
+    if method == "dense" and population > _DENSE_MASK_LIMIT:
+        raise MemoryError(f"negative_sampling(method='dense') needs one byte per node pair "
+                          f"({population} pairs); use method='sparse'")
+    if rng is None:
+        rng = _rng(None, None)
+    chosen = _sample_codes(existing, population, k, method, rng)
+    row, col = _decode(chosen, n_src, n_dst, bipartite, undirected)
+    if undirected:
+        row, col = np.concatenate([row, col]), np.concatenate([col, row])
+    return np.stack([row, col]).astype(np.int64, copy=False)
+
+
+def negative_sampling(edge_index: Any, num_nodes: int | tuple[int, int] | None = None,
+                      num_neg_samples: int | float | None = None, method: str = "sparse",
+                      force_undirected: bool = False, *, seed: int | None = None,
+                      generator: Generator | None = None) -> Tensor:
+    """Random node pairs that are not edges of ``edge_index`` (PyG's
+    ``torch_geometric.utils.negative_sampling``).
+
+    Args:
+        edge_index: int ``[2, E]`` (rtx tensor, numpy or torch), the existing edges.
+        num_nodes: ``N`` (one node type: self-loops are never sampled), or
+            ``(num_src_nodes, num_dst_nodes)`` for a bipartite relation; ``None``
+            means ``edge_index.max() + 1``.
+        num_neg_samples: how many pairs (``None``: ``E``; a float: that ratio of
+            ``E``).  Fewer come back only when fewer non-edges exist.
+        method: ``"sparse"`` (membership by binary search) or ``"dense"`` (a mask
+            with one byte per pair); for the same seed both return the same pairs.
+        force_undirected: sample unordered pairs ``{u, v}`` (``num_neg_samples // 2``
+            of them) and return each in both directions; a pair counts as an edge
+            when either direction is one.  Ignored for bipartite sizes (as PyG).
+        seed, generator: an int seed or an ``rtx.Generator`` (else rtx's default
+            generator, seeded by ``rtx.manual_seed``).
+
+    Returns:
+        An int64 ``[2, K]`` rtx tensor of distinct pairs, none of them an edge.
+    """
+    rng = _rng(seed, generator)
+    return from_numpy(negative_sampling_numpy(edge_index, num_nodes, num_neg_samples,
+                                              method, force_undirected, rng))
