@@ -30,7 +30,8 @@ class IncompatibleKeys(NamedTuple):
         return (f"IncompatibleKeys(missing_keys={self.missing_keys!r}, "
                 f"unexpected_keys={self.unexpected_keys!r})")
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.__repr__()
 
 
 def _addindent(s: str, spaces: int) -> str:
