@@ -131,8 +131,8 @@ class BuildExt(build_ext):
                     print(f"rtx: the build flags of {ext.name} changed: recompiling")
                 self.force = True
         super().build_extensions()
-        for path, stamp in stamps.values():
-            _write_json(path, stamp)
+        for ext in self.extensions:  # recomputed: the extension exists now
+            _write_json(*self._flags_stamp(ext))
 
     def _flags_stamp(self, ext: Extension) -> tuple[str, dict[str, object]]:
         """Where this extension's compile-input stamp lives (beside its objects) and
