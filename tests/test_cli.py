@@ -387,3 +387,48 @@ def test_eta_formatting():
     assert example._duration(59.94) == "59.9 s"
     assert example._duration(185) == "3 min 05 s"
     assert example._duration(7380) == "2 h 03 min"
+
+
+# ------------------------------------------------------------ the pieces, directly
+def _rows(losses, val=None):
+    for i, loss in enumerate(losses, 1):
+        yield ({"epoch": i, "loss": loss, "train_acc": 0.5,
+                "val_acc": (val or [0.5] * len(losses))[i - 1], "test_acc": 0.5,
+                "seconds": 0.1}, {"w": np.full(2, i)})
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_any_non_finite_loss_stops_the_run(bad, capsys):
+    ap = example.build_parser()
+    best = example._Best(True)
+    with pytest.raises(SystemExit) as ei:
+        example._run_epochs(ap, _rows([1.0, 0.9, bad, 0.5]), best)
+    assert ei.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and f"the training loss is {bad} at epoch 3" in err[0], err
+    assert best.epoch == 1  # what the finite epochs selected, never the bad one
+
+
+def test_best_epoch_is_the_first_of_equals():
+    ap = example.build_parser()
+    best = example._Best(True)
+    hist = example._run_epochs(ap, _rows([1.0, 0.9, 0.8, 0.7], val=[0.2, 0.6, 0.6, 0.4]), best)
+    assert len(hist) == 4 and (best.epoch, best.value, best.described) == (
+        2, 0.6, "validation accuracy")
+    assert best.state["w"].tolist() == [2, 2]
+    best = example._Best(False)  # no validation nodes: the lowest training loss
+    example._run_epochs(ap, _rows([1.0, 0.7, 0.7, 0.9], val=[float("nan")] * 4), best)
+    assert (best.epoch, best.value, best.described) == (2, 0.7, "training loss")
+
+
+def test_plain_progress_eta(monkeypatch, capsys):
+    clock = iter([100.0, 102.0, 104.0, 110.0])  # start, then after epochs 1, 2 and 10
+    monkeypatch.setattr(example.time, "perf_counter", lambda: next(clock))
+    bar = example._Progress(10, "plain")
+    row = {"loss": 1.0, "train_acc": 0.5, "val_acc": 0.5, "seconds": 2.0}
+    for epoch in (1, 2, 10):
+        bar.update(epoch, row)
+    lines = capsys.readouterr().out.splitlines()
+    # 2 s for epoch 1: 9 epochs left; 4 s for 2: 8 left (2 s each); all done after 10
+    assert [ln.rsplit("eta ", 1)[1] for ln in lines] == ["18.0 s", "16.0 s", "0.0 s"], lines
+    assert lines[0].startswith("epoch    1/10  loss 1.0000")

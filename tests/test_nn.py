@@ -250,6 +250,11 @@ def test_load_state_dict_result_prints_like_pytorch():
     assert repr(res) == str(res) == "<All keys matched successfully>"
     assert res.missing_keys == [] and res.unexpected_keys == []
     assert "<All keys matched successfully>" in f"{res}"
+    # one list empty, the other not: the lists are shown
+    only_missing = m.load_state_dict({"weight": m.weight.detach()}, strict=False)
+    assert repr(only_missing) == "IncompatibleKeys(missing_keys=['bias'], unexpected_keys=[])"
+    only_unexpected = m.load_state_dict({**m.state_dict(), "x": np.zeros(1)}, strict=False)
+    assert str(only_unexpected) == "IncompatibleKeys(missing_keys=[], unexpected_keys=['x'])"
 
 
 # --------------------------------------------------------------------- repr
