@@ -28,8 +28,10 @@ except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
     if os.path.exists(os.path.join(os.path.dirname(_here), "setup.py")):
         raise ImportError(
             f"rtx is being imported from its source tree ({_here}), which holds no compiled "
-            "extension. Run from outside the checkout to use an installed rtx, or build in "
-            "place: `pip install -e .` or `python setup.py build_ext --inplace`."
+            "extension (`python -m ...` and `python -c ...` put the current directory first "
+            "on sys.path). For an installed rtx, use the console scripts (rtx-hetgat, "
+            "rtx-karate, pytest) or run from another directory; or build in place: "
+            "`pip install -e .` or `python setup.py build_ext --inplace`."
         ) from _exc
     raise
 finally:

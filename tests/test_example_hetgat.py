@@ -81,12 +81,22 @@ def test_example_on_a_users_npz(tmp_path):
     _check_outputs(tmp_path / "run", epochs=2)
 
 
-def test_example_bad_options(tmp_path):
-    with pytest.raises(SystemExit, match="--epochs must be at least 1"):
+def test_example_bad_options(tmp_path, capsys):
+    # one line on stderr and exit status 2, before anything runs (tests/test_cli.py has
+    # every option in a child process)
+    with pytest.raises(SystemExit) as ei:
         example.main(["--epochs", "0", "--out", str(tmp_path)])
-    with pytest.raises(ValueError, match="divisible"):
+    assert ei.value.code == 2
+    assert capsys.readouterr().err == (
+        "rtx-hetgat: error: argument --epochs: must be at least 1, got 0\n")
+    with pytest.raises(SystemExit) as ei:
         example.main([*TINY, "--hidden", "6", "--heads", "4", "--out", str(tmp_path),
                       "--progress", "none"])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rtx-hetgat: error: --hidden (6) must be a multiple of --heads (4)")
+    assert err.count("\n") == 1
+    assert os.listdir(tmp_path) == []
 
 
 def test_example_as_module_from_a_neutral_directory(tmp_path):

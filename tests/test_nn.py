@@ -233,11 +233,28 @@ def test_load_state_dict_errors_name_every_key_and_write_nothing():
     sd["fc1.bias"] = np.zeros(8, np.float32)
     res = m.load_state_dict(sd, strict=False)
     assert res == nn.IncompatibleKeys(["fc2.bias"], ["extra"])
+    assert repr(res) == str(res) == (
+        "IncompatibleKeys(missing_keys=['fc2.bias'], unexpected_keys=['extra'])")
     assert not m.fc1.weight.numpy().any()
     with pytest.raises(TypeError):
         m.load_state_dict([("fc1.weight", 1)])
     with pytest.raises(RuntimeError, match="numeric"):
         m.load_state_dict({**m.state_dict(), "steps": np.array(["a"])})
+
+
+def test_load_state_dict_result_prints_like_pytorch():
+    # torch: `model.load_state_dict(sd)` at the prompt shows <All keys matched successfully>
+    m = nn.Linear(3, 2)
+    res = m.load_state_dict(m.state_dict())
+    assert res == nn.IncompatibleKeys([], [])
+    assert repr(res) == str(res) == "<All keys matched successfully>"
+    assert res.missing_keys == [] and res.unexpected_keys == []
+    assert "<All keys matched successfully>" in f"{res}"
+    # one list empty, the other not: the lists are shown
+    only_missing = m.load_state_dict({"weight": m.weight.detach()}, strict=False)
+    assert repr(only_missing) == "IncompatibleKeys(missing_keys=['bias'], unexpected_keys=[])"
+    only_unexpected = m.load_state_dict({**m.state_dict(), "x": np.zeros(1)}, strict=False)
+    assert str(only_unexpected) == "IncompatibleKeys(missing_keys=[], unexpected_keys=['x'])"
 
 
 # --------------------------------------------------------------------- repr

@@ -104,7 +104,9 @@ def test_installed_distribution_metadata():
     classifiers = meta.get_all("Classifier") or []
     assert "Typing :: Typed" in classifiers
     assert any(c.startswith("Programming Language :: Python :: 3.1") for c in classifiers)
-    assert meta.get_all("Project-URL")
+    # no placeholder addresses (rtx has no public home yet: no URL at all rather than a fake)
+    urls = [*(meta.get_all("Project-URL") or []), meta.get("Home-page") or ""]
+    assert not any(".invalid" in u or "example." in u for u in urls), urls
     assert any(r.startswith("numpy") for r in metadata.requires(DIST) or [])
     assert DIST in metadata.packages_distributions()["rtx"]   # import name -> distribution
 
@@ -149,3 +151,56 @@ def test_repaired_wheel_uses_its_vendored_openmp():
     lib = Path(os.path.realpath(info.dli_fname.decode()))
     assert lib.parent == PKG.parent / "rtx.libs", lib
     assert lib.name.startswith("libgomp")
+
+
+def _elf_section_names(path: Path) -> set[str] | None:
+    """The section names of an ELF file (None when it is not one: macOS, Windows)."""
+    import struct
+
+    data = path.read_bytes()
+    if data[:4] != b"\x7fELF":
+        return None
+    bits64, end = data[4] == 2, "<" if data[5] == 1 else ">"
+    if bits64:
+        shoff, = struct.unpack_from(end + "Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x3A)
+        def sec(i):  # (name offset, file offset, size)
+            o = shoff + i * shentsize
+            return (struct.unpack_from(end + "I", data, o)[0],
+                    *struct.unpack_from(end + "QQ", data, o + 0x18))
+    else:
+        shoff, = struct.unpack_from(end + "I", data, 0x20)
+        shentsize, shnum, shstrndx = struct.unpack_from(end + "HHH", data, 0x2E)
+        def sec(i):
+            o = shoff + i * shentsize
+            return (struct.unpack_from(end + "I", data, o)[0],
+                    *struct.unpack_from(end + "II", data, o + 0x10))
+    _, str_off, str_size = sec(shstrndx)
+    table = data[str_off:str_off + str_size]
+    return {table[n:table.index(b"\0", n)].decode() for n, _, _ in map(sec, range(shnum))}
+
+
+def _last_debug_flag() -> str:
+    """The ``-g`` flag that decided the build's debug info (the last one given)."""
+    flags = [f for f in rtx.config()["compiler_flags"].split() if f.startswith("-g")]
+    return flags[-1] if flags else ""
+
+
+def test_debug_info_matches_the_build_flags():
+    """The extension has DWARF debug info exactly when its recorded flags asked for it
+    (``-g0`` after Python's ``-g`` in a release build; the sanitizer jobs keep ``-g``)."""
+    names = _elf_section_names(Path(_kernels.__file__))
+    if names is None:
+        pytest.skip("not an ELF extension")
+    assert (".debug_info" in names) == (_last_debug_flag() not in ("", "-g0")), (
+        _last_debug_flag(), sorted(n for n in names if n.startswith(".debug")))
+
+
+@needs_installed
+def test_installed_extension_has_no_debug_info():
+    """``pip install .`` is a release build: no debug info (it was 3.4 MB of 4.8 MB)."""
+    if sys.platform == "win32":
+        pytest.skip("MSVC writes debug info to .pdb files, never into the module")
+    assert _last_debug_flag() in ("", "-g0"), rtx.config()["compiler_flags"]
+    names = _elf_section_names(Path(_kernels.__file__))
+    assert names is None or ".debug_info" not in names, sorted(names or ())

@@ -1,4 +1,5 @@
-"""Runnable examples, each a module: ``python -m rtx.examples.<name>``.
+"""Runnable examples, each a module with a console script: ``rtx-hetgat``, ``rtx-karate``
+(or ``python -m rtx.examples.<name>`` from outside the source tree).
 
 - ``karate``: a two-layer GCN trained semi-supervised on the built-in karate club
   graph (gather / scale / scatter-add message passing, the tape, Adam).

@@ -3,16 +3,23 @@
 Full-batch training with Adam on the built-in synthetic citation graph (node
 types paper / author / subject; classify papers into 8 classes), or on your own
 graph (``--data FILE.npz``, see ``rtx.datasets.load_hetgraph``).  Run with
-``rtx-hetgat`` (installed) or ``python -m rtx.examples.hetgat``.
+``rtx-hetgat`` (installed) or ``python -m rtx.examples.hetgat`` (outside the
+source tree, whose ``rtx/`` has no compiled extension unless built in place).
 
-Shows a progress bar (tqdm when installed, plain lines otherwise), prints the
-final train / val / test accuracy of the best epoch (by validation accuracy),
-and writes into ``--out DIR``: ``best.npz`` (the best model's state_dict, load
-it with ``rtx.load`` + ``HetGAT.load_state_dict``), ``metrics.json`` (the
-run's configuration and per-epoch curves) and, when matplotlib is installed,
-``curves.png``.  A seed gives the same run at any thread count.
+Shows a progress bar (tqdm when installed, plain lines with the time left
+otherwise), prints the final train / val / test accuracy of the best epoch (by
+validation accuracy; by training loss when the graph has no validation node),
+and writes into ``--out DIR``, atomically: ``best.npz`` (the best model's
+state_dict, load it with ``rtx.load`` + ``HetGAT.load_state_dict``),
+``metrics.json`` (the run's configuration and per-epoch curves) and, when
+matplotlib is installed, ``curves.png`` (``pip install "rtx-gnn[examples]"``
+installs tqdm and matplotlib).  A seed gives the same run at any thread count.
 
-``mpiexec -n N python -m rtx.examples.hetgat --distributed`` trains over N MPI
+A bad option or input file is one line (``rtx-hetgat: error: ...``, exit 2); a
+non-finite training loss stops the run at that epoch (one line, exit 1), and
+nothing is written, so a previous run's files stay.
+
+``mpiexec -n N rtx-hetgat --distributed`` trains over N MPI
 ranks (``pip install "rtx-gnn[mpi]"``): each rank owns 1/N of the papers and holds
 their k-hop in-neighbourhood (k = ``--layers``); loss and accuracies are the
 whole graph's; rank 0 also prints each rank's memory and epoch time
@@ -23,51 +30,72 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Iterator
-from typing import Any
+import zipfile
+from collections.abc import Generator, Iterator
+from typing import Any, cast
 
 import numpy as np
 
 import rtx
 import rtx.distributed as dist
+from rtx._fileio import atomic_write
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
 from rtx.distributed.hetgat import DistributedHetGAT
 from rtx.nn import HetGAT
 from rtx.nn.functional import cross_entropy
 from rtx.optim import Adam
 
+from . import _cli
+
 DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+#: synthetic_hetgraph's smallest graph: max(10, num_classes) papers (8 classes).
+MIN_PAPERS = 10
+
+#: What the library raises for a file that cannot be a graph (rtx.datasets.load_hetgraph:
+#: ValueError / TypeError / IndexError naming the problem; OSError from opening it;
+#: EOFError and zipfile.BadZipFile from numpy's reader for a truncated archive;
+#: MemoryError for a file declaring more than fits).  Nothing wider: anything else
+#: is a bug and keeps its traceback.
+_LOAD_ERRORS = (OSError, ValueError, TypeError, IndexError, EOFError, zipfile.BadZipFile,
+                MemoryError)
+
+
+def build_parser() -> _cli.ArgumentParser:
+    ap = _cli.ArgumentParser(
         prog="rtx-hetgat", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--num-papers", type=int, default=DEFAULTS["num_papers"],
-                    help="size of the synthetic graph (papers; ~11 edges each)")
+    ap.add_argument("--num-papers", type=_cli.int_at_least(MIN_PAPERS),
+                    default=DEFAULTS["num_papers"],
+                    help=f"size of the synthetic graph (papers, at least {MIN_PAPERS}; "
+                         "~11 edges each)")
     ap.add_argument("--data", metavar="FILE.npz", default=None,
                     help="train on your own graph instead (rtx.datasets.load_hetgraph format)")
-    ap.add_argument("--epochs", type=int, default=DEFAULTS["epochs"])
-    ap.add_argument("--hidden", type=int, default=DEFAULTS["hidden"],
-                    help="hidden channels (split over the heads)")
-    ap.add_argument("--heads", type=int, default=DEFAULTS["heads"])
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=DEFAULTS["lr"])
-    ap.add_argument("--weight-decay", type=float, default=DEFAULTS["weight_decay"])
-    ap.add_argument("--threads", type=int, default=None,
-                    help="OpenMP threads (default: rtx's default)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--epochs", type=_cli.int_at_least(1), default=DEFAULTS["epochs"])
+    ap.add_argument("--hidden", type=_cli.int_at_least(1), default=DEFAULTS["hidden"],
+                    help="hidden channels (split over the heads: a multiple of --heads)")
+    ap.add_argument("--heads", type=_cli.int_at_least(1), default=DEFAULTS["heads"])
+    ap.add_argument("--layers", type=_cli.int_at_least(1), default=2)
+    ap.add_argument("--lr", type=_cli.finite_float_at_least(0.0), default=DEFAULTS["lr"])
+    ap.add_argument("--weight-decay", type=_cli.finite_float_at_least(0.0),
+                    default=DEFAULTS["weight_decay"])
+    ap.add_argument("--threads", type=_cli.nonzero_int, default=None,
+                    help="OpenMP threads (default: rtx's default; -1: every core)")
+    ap.add_argument("--seed", type=_cli.int_at_least(0), default=0)
     ap.add_argument("--out", default="hetgat-run", metavar="DIR",
                     help="where best.npz, metrics.json and curves.png go (default: %(default)s)")
     ap.add_argument("--progress", choices=["auto", "tqdm", "plain", "none"], default="auto",
-                    help="progress display (auto: tqdm when installed)")
+                    help="progress display (auto: tqdm when installed, else plain lines)")
     ap.add_argument("--distributed", action="store_true",
                     help="graph-partitioned training over MPI ranks: launch with "
-                         "`mpiexec -n N python -m rtx.examples.hetgat --distributed` "
+                         "`mpiexec -n N rtx-hetgat --distributed` "
                          "(needs pip install \"rtx-gnn[mpi]\"; docs/distributed.md)")
     ap.add_argument("--partition", choices=["auto", "metis", "contiguous"], default="auto",
                     help="with --distributed: how papers are split over ranks (auto: METIS "
@@ -75,11 +103,26 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-class _Progress:
-    """tqdm when available (and asked for), else one plain line every few epochs."""
+def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the option types cannot check alone; one line and exit 2 on failure."""
+    if args.hidden % args.heads:
+        ap.error(f"--hidden ({args.hidden}) must be a multiple of --heads ({args.heads}): "
+                 "the hidden channels are split over the heads")
+    if args.progress == "tqdm" and not _cli.have_module("tqdm"):
+        ap.error(f"--progress tqdm: tqdm is not installed ({_cli.EXTRA_HINT}, or "
+                 "--progress plain)")
+    if args.distributed and args.partition == "metis" and not _cli.have_module("pymetis"):
+        ap.error("--partition metis: pymetis is not installed (pip install pymetis, or "
+                 "--partition contiguous)")
 
-    def __init__(self, total: int, mode: str) -> None:
+
+class _Progress:
+    """tqdm when available (and asked for), else one plain line every few epochs,
+    with the time left (ETA) from the mean epoch time so far."""
+
+    def __init__(self, total: int, mode: str, note: Any = None) -> None:
         self.total, self.bar, self.mode = total, None, mode
+        self.t0 = time.perf_counter()
         if mode in ("auto", "tqdm"):
             try:
                 tqdm = importlib.import_module("tqdm.auto").tqdm
@@ -87,6 +130,9 @@ class _Progress:
                 if mode == "tqdm":
                     raise
                 self.mode = "plain"
+                if note is not None:
+                    note(f"tqdm is not installed: plain progress lines ({_cli.EXTRA_HINT} "
+                         "for a progress bar)")
             else:
                 self.bar = tqdm(total=total, unit="epoch", dynamic_ncols=True)
                 self.mode = "tqdm"
@@ -101,11 +147,44 @@ class _Progress:
             self.bar.update(1)
         elif self.mode == "plain" and (epoch == 1 or epoch % self.every == 0
                                        or epoch == self.total):
-            print(f"epoch {epoch:4d}/{self.total}  {text}", flush=True)
+            elapsed = time.perf_counter() - self.t0
+            eta = elapsed / epoch * (self.total - epoch)
+            print(f"epoch {epoch:4d}/{self.total}  {text}  eta {_duration(eta)}", flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _duration(seconds: float) -> str:
+    """``4.2 s``, ``3 min 05 s``, ``2 h 03 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(round(seconds)), 60)
+    if m < 60:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+class _Best:
+    """The best epoch so far: by validation accuracy (the first of equals), or by
+    training loss (the first of equals) when the graph has no validation node."""
+
+    def __init__(self, has_val: bool) -> None:
+        self.by = "val_acc" if has_val else "loss"
+        self.epoch: int | None = None
+        self.value = 0.0
+        self.state: Any = None
+
+    def offer(self, row: dict[str, float], state: Any) -> None:
+        v = row[self.by]
+        if self.epoch is None or (v > self.value if self.by == "val_acc" else v < self.value):
+            self.epoch, self.value, self.state = int(row["epoch"]), v, state
+
+    @property
+    def described(self) -> str:
+        return "validation accuracy" if self.by == "val_acc" else "training loss"
 
 
 def _accuracies(pred: np.ndarray, data: HeteroGraph) -> dict[str, float]:
@@ -116,6 +195,8 @@ def _accuracies(pred: np.ndarray, data: HeteroGraph) -> dict[str, float]:
 
 
 def _plot(history: list[dict[str, float]], path: str) -> bool:
+    """The curves as a PNG at ``path`` (written atomically); False when matplotlib
+    is not installed."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -133,29 +214,46 @@ def _plot(history: list[dict[str, float]], path: str) -> bool:
     b.set_ylabel("accuracy")
     b.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        with atomic_write(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=100)
+    finally:
+        plt.close(fig)
     return True
 
 
 def train(data: HeteroGraph, epochs: int, hidden: int, heads: int, layers: int, lr: float,
           weight_decay: float, seed: int,
           progress: str = "none") -> Iterator[tuple[dict[str, float], Any]]:
-    """Train HetGAT on ``data``; yields ``(metrics_row, model)`` after every epoch.
+    """Train HetGAT on ``data``; yields ``(metrics_row, model_state)`` after every epoch.
 
     An epoch is one full-batch forward + backward + Adam step.  Its metrics
     (accuracies on all three masks) are those of the parameters that epoch's
     forward pass used (no dropout, so the training pass *is* the evaluation
-    pass: no second forward needed)."""
+    pass: no second forward needed), and ``model_state`` is their state_dict.
+    The model and optimiser are built when this is called (a bad option raises
+    here, before the first epoch), the epochs run as the iterator is consumed."""
+    model, opt, x_dict = _setup(data, hidden, heads, layers, lr, weight_decay, seed)
+    return _epochs(model, opt, data, x_dict, epochs, progress)
+
+
+def _setup(data: HeteroGraph, hidden: int, heads: int, layers: int, lr: float,
+           weight_decay: float, seed: int) -> tuple[HetGAT, Adam, dict[str, Any]]:
+    """The seeded model, its optimiser and the input features as tensors."""
     rtx.manual_seed(seed)
     x_dict = {nt: rtx.tensor(x) for nt, x in data.x_dict.items()}
-    edge_index_dict = dict(data.edge_index_dict)
     model = HetGAT(data.metadata(), data.num_features_dict, hidden, data.num_classes,
                    heads=heads, num_layers=layers, target=data.target)
     opt = Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return model, opt, x_dict
+
+
+def _epochs(model: HetGAT, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any], epochs: int,
+            progress: str, note: Any = None) -> Generator[tuple[dict[str, float], Any], None, None]:
+    edge_index_dict = dict(data.edge_index_dict)
     train_idx = np.flatnonzero(data.train_mask)
     y_train = rtx.tensor(data.y[train_idx])
-    bar = _Progress(epochs, progress)
+    bar = _Progress(epochs, progress, note)
     try:
         for epoch in range(1, epochs + 1):
             t0 = time.perf_counter()
@@ -174,36 +272,67 @@ def train(data: HeteroGraph, epochs: int, hidden: int, heads: int, layers: int, 
         bar.close()
 
 
+def _run_epochs(ap: _cli.ArgumentParser, rows: Iterator[tuple[dict[str, float], Any]],
+                best: _Best, on_row: Any = None) -> list[dict[str, float]]:
+    """Consume the training iterator; stop at the first non-finite loss (one line,
+    exit 1: nothing is written, a previous run's files in --out stay as they were)."""
+    history: list[dict[str, float]] = []
+    close = getattr(rows, "close", lambda: None)  # a generator's: its progress bar ends
+    try:
+        for row, state in rows:
+            if on_row is not None:
+                on_row(row)
+            if not math.isfinite(row["loss"]):
+                close()  # the progress bar ends before the message
+                ap.fail(f"the training loss is {row['loss']} at epoch {int(row['epoch'])}: "
+                        "stopped, nothing written (non-finite features or labels, or a "
+                        "learning rate too large for the data?)")
+            history.append(row)
+            best.offer(row, state)
+    finally:
+        close()
+    return history
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the example; returns the metrics it wrote to ``metrics.json``."""
-    args = build_parser().parse_args(argv)
-    for name in ("epochs", "hidden", "heads", "layers", "num_papers"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"rtx-hetgat: --{name.replace('_', '-')} must be at least 1")
+    """Run the example; returns the metrics it wrote to ``metrics.json``.
+
+    A user error (a bad option, a file that is not a graph) prints one line
+    ``rtx-hetgat: error: ...`` and exits with status 2 (``SystemExit``); a run that
+    cannot finish (a non-finite loss) prints one line and exits with status 1."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    _check_args(ap, args)
     if args.threads is not None:
         rtx.set_num_threads(args.threads)
     if args.distributed:
-        return _main_distributed(args)
+        return _main_distributed(ap, args)
     t_start = time.perf_counter()
-    data, source = _load_data(args)
+    data, source = _load_data(ap, args)
     t_data = time.perf_counter() - t_start
+    _cli.check_output_dir(ap, "--out", args.out)
     print(f"rtx {rtx.__version__}, {rtx.get_num_threads()} threads")
     print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
           f"{t_data:.2f} s)", flush=True)
-    os.makedirs(args.out, exist_ok=True)
+    best = _Best(bool(data.val_mask.any()))
+    if best.by != "val_acc":
+        print("no validation nodes (val_mask is all False): the best epoch is the one with "
+              "the lowest training loss", flush=True)
 
-    history: list[dict[str, float]] = []
-    best: dict[str, Any] = {"val_acc": -1.0}
+    try:
+        model, opt, x_dict = _setup(data, args.hidden, args.heads, args.layers, args.lr,
+                                    args.weight_decay, args.seed)
+    except MemoryError as exc:
+        ap.error(f"not enough memory for this model (--hidden {args.hidden}, --heads "
+                 f"{args.heads}, --layers {args.layers}): {exc}")
     t0 = time.perf_counter()
-    for row, state in train(data, args.epochs, args.hidden, args.heads, args.layers, args.lr,
-                            args.weight_decay, args.seed, args.progress):
-        history.append(row)
-        if row["val_acc"] > best["val_acc"]:
-            best = {"epoch": row["epoch"], "val_acc": row["val_acc"], "state": state}
+    with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line
+        history = _run_epochs(ap, _epochs(model, opt, data, x_dict, args.epochs,
+                                          args.progress, ap.note), best)
     train_s = time.perf_counter() - t0
 
     ckpt = os.path.join(args.out, "best.npz")
-    rtx.save(best["state"], ckpt)
+    _save_checkpoint(ap, best.state, ckpt)
     # Re-evaluate the saved checkpoint from the file: what a user reloading it gets.
     rtx.manual_seed(args.seed)
     model = HetGAT(data.metadata(), data.num_features_dict, args.hidden, data.num_classes,
@@ -216,24 +345,61 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     final = _accuracies(pred, data)
 
     graph_info = _graph_info(source, data)
-    metrics = _write_metrics(args, graph_info, {}, history, best, final, train_s, ckpt)
+    metrics = _write_metrics(ap, args, graph_info, {}, history, best, final, train_s, ckpt)
     print(f"\ntrained {args.epochs} epochs in {train_s:.1f} s "
           f"(median {metrics['median_epoch_seconds']:.3f} s/epoch); best epoch "
-          f"{best['epoch']} by validation accuracy")
+          f"{best.epoch} by {best.described}")
     _print_final(final, ckpt, metrics, args.out)
     return metrics
 
 
-def _load_data(args: argparse.Namespace) -> tuple[HeteroGraph, str]:
+def _load_data(ap: _cli.ArgumentParser, args: argparse.Namespace) -> tuple[HeteroGraph, str]:
     """The graph to train on (the user's ``--data`` file or the synthetic one), in
-    float32, and a description of where it came from."""
+    float32, and a description of where it came from.  A file that is not a graph
+    is one line (``--data FILE: what is wrong``), exit 2."""
     if args.data:
-        data = load_hetgraph(args.data, seed=args.seed)
+        _sniff_npz(ap, args.data)
+        try:
+            data = load_hetgraph(args.data, seed=args.seed)
+        except _LOAD_ERRORS as exc:
+            ap.error(f"--data {args.data}: {_message(exc)}")
         source = os.path.abspath(args.data)
     else:
-        data = synthetic_hetgraph(args.num_papers, seed=args.seed)
+        try:
+            data = synthetic_hetgraph(args.num_papers, seed=args.seed)
+        except (ValueError, MemoryError) as exc:
+            ap.error(f"--num-papers {args.num_papers}: {_message(exc)}")
         source = f"synthetic_hetgraph(num_papers={args.num_papers}, seed={args.seed})"
+    if not data.train_mask.any():
+        ap.error(f"{'--data ' + args.data if args.data else 'the graph'}: no training nodes "
+                 "(train_mask is all False)")
     return data.astype(np.float32), source
+
+
+def _sniff_npz(ap: _cli.ArgumentParser, path: str) -> None:
+    """An ``.npz`` is a zip archive: say so plainly for anything else (numpy's own
+    message for a text file is about pickles)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        ap.error(f"--data {path}: {_message(exc)}")
+    if not head:
+        ap.error(f"--data {path}: the file is empty (expected an .npz archive, "
+                 "see rtx.datasets.save_hetgraph)")
+    if head not in (b"PK\x03\x04", b"PK\x05\x06"):
+        ap.error(f"--data {path}: not an .npz file (no zip header; expected an archive "
+                 "written by numpy.savez or rtx.datasets.save_hetgraph)")
+
+
+def _message(exc: BaseException) -> str:
+    """An exception as one line (an OSError's strerror, without the path repeated)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    if isinstance(exc, (zipfile.BadZipFile, EOFError)):
+        return f"a damaged or truncated .npz archive ({exc})"
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, (ValueError, OSError)) else f"{type(exc).__name__}: {text}"
 
 
 def _graph_info(source: str, data: HeteroGraph) -> dict[str, Any]:
@@ -243,43 +409,73 @@ def _graph_info(source: str, data: HeteroGraph) -> dict[str, Any]:
             "num_classes": data.num_classes}
 
 
-def _write_metrics(args: argparse.Namespace, graph_info: dict[str, Any],
-                   extra: dict[str, Any], history: list[dict[str, float]],
-                   best: dict[str, Any], final: dict[str, float], train_s: float,
-                   ckpt: str) -> dict[str, Any]:
+def _save_checkpoint(ap: _cli.ArgumentParser, state: Any, ckpt: str) -> None:
+    """``best.npz``, atomically: a failed write leaves the previous one intact."""
+    try:
+        with atomic_write(ckpt, "wb") as fh:
+            rtx.save(state, cast(io.IOBase, fh))
+    except OSError as exc:
+        ap.fail(f"cannot write {ckpt}: {_message(exc)} (the previous file, if any, is intact)")
+
+
+def _json_safe(obj: Any) -> Any:
+    """NaN / inf (an accuracy over an empty mask) as null: metrics.json stays JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _write_metrics(ap: _cli.ArgumentParser, args: argparse.Namespace,
+                   graph_info: dict[str, Any], extra: dict[str, Any],
+                   history: list[dict[str, float]], best: _Best, final: dict[str, float],
+                   train_s: float, ckpt: str) -> dict[str, Any]:
     """The run's metrics (``extra`` after the graph's), written to ``metrics.json``,
-    and the loss / accuracy curves to ``curves.png`` when matplotlib is installed."""
+    and the loss / accuracy curves to ``curves.png`` when matplotlib is installed
+    (both atomically; one line saying so when matplotlib is missing)."""
     epoch_s = sorted(r["seconds"] for r in history)
     metrics: dict[str, Any] = {
         "config": {k: v for k, v in vars(args).items() if k != "progress"},
         "graph": graph_info,
         "threads": rtx.get_num_threads(),
         **extra,
-        "best_epoch": best["epoch"],
+        "best_epoch": best.epoch,
+        "best_by": "val_acc" if best.by == "val_acc" else "train_loss",
         "final": final,
         "train_seconds": train_s,
         "median_epoch_seconds": epoch_s[len(epoch_s) // 2],
         "history": history,
         "checkpoint": os.path.abspath(ckpt),
     }
-    with open(os.path.join(args.out, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=1)
-    if _plot(history, os.path.join(args.out, "curves.png")):
+    path = os.path.join(args.out, "metrics.json")
+    try:
+        with atomic_write(path, "w", encoding="utf-8") as f:
+            json.dump(_json_safe(metrics), f, indent=1, allow_nan=False)
+        plotted = _plot(history, os.path.join(args.out, "curves.png"))
+    except OSError as exc:
+        ap.fail(f"cannot write into {args.out}: {_message(exc)}")
+    if plotted:
         metrics["plot"] = os.path.abspath(os.path.join(args.out, "curves.png"))
-    return metrics
+    else:
+        ap.note(f"no curves.png: matplotlib is not installed ({_cli.EXTRA_HINT})")
+    return cast(dict[str, Any], _json_safe(metrics))
 
 
 def _print_final(final: dict[str, float], ckpt: str, metrics: dict[str, Any],
                  out: str) -> None:
-    print(f"train accuracy {final['train_acc']:.4f}")
-    print(f"val accuracy {final['val_acc']:.4f}")
-    print(f"test accuracy {final['test_acc']:.4f}")
+    for split in ("train", "val", "test"):
+        v = final[f"{split}_acc"]
+        print(f"{split} accuracy {v:.4f}" if math.isfinite(v)
+              else f"{split} accuracy n/a (no {split} nodes)")
     print(f"wrote {ckpt}, {os.path.join(out, 'metrics.json')}"
           + (f", {metrics['plot']}" if "plot" in metrics else ""))
     sys.stdout.flush()
 
 
-def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
+def _main_distributed(ap: _cli.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
     """``--distributed``: every rank takes its share of the graph (the k-hop
     in-neighbourhood of the papers it owns) and trains a replica under DDP;
     loss and accuracies are the whole graph's (rtx.distributed.hetgat).  Rank 0
@@ -289,45 +485,48 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
     try:
         dist.init()
     except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
-        raise SystemExit(f"rtx-hetgat --distributed: {exc}") from None
+        ap.error(f"--distributed: {_message(exc)}")
     rank, world = dist.rank(), dist.world_size()
     lead = rank == 0
     t_start = time.perf_counter()
-    data, source = _load_data(args)
+    data, source = _load_data(ap, args)  # every rank reads it: every rank sees the error
     if lead:
+        _cli.check_output_dir(ap, "--out", args.out)
         print(f"rtx {rtx.__version__}, {world} MPI ranks x {rtx.get_num_threads()} threads")
         print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
               f"{time.perf_counter() - t_start:.2f} s)", flush=True)
-        os.makedirs(args.out, exist_ok=True)
+    best = _Best(bool(data.val_mask.any()))
+    if lead and best.by != "val_acc":
+        print("no validation nodes (val_mask is all False): the best epoch is the one with "
+              "the lowest training loss", flush=True)
     graph_info = _graph_info(source, data)
-    run = DistributedHetGAT(data, args.hidden, args.heads, args.layers, seed=args.seed,
-                            method=args.partition)
+    try:
+        run = DistributedHetGAT(data, args.hidden, args.heads, args.layers, seed=args.seed,
+                                method=args.partition)
+    except MemoryError as exc:
+        ap.error(f"not enough memory for this model or graph share: {exc}")
     del data  # each rank keeps only its share
     gc.collect()
     rtx.reset_peak_memory_stats()
 
-    history: list[dict[str, float]] = []
-    best: dict[str, Any] = {"val_acc": -1.0}
-    bar = _Progress(args.epochs, args.progress if lead else "none")
+    bar = _Progress(args.epochs, args.progress if lead else "none", ap.note if lead else None)
     t0 = time.perf_counter()
     try:
-        for row, state in run.train(args.epochs, args.lr, args.weight_decay):
-            history.append(row)
-            bar.update(int(row["epoch"]), row)
-            if row["val_acc"] > best["val_acc"]:
-                best = {"epoch": row["epoch"], "val_acc": row["val_acc"], "state": state}
+        with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line
+            history = _run_epochs(ap, run.train(args.epochs, args.lr, args.weight_decay),
+                                  best, on_row=lambda row: bar.update(int(row["epoch"]), row))
     finally:
         bar.close()
     train_s = time.perf_counter() - t0
-    final = run.evaluate(best["state"])  # the best parameters, on every rank's share
+    final = run.evaluate(best.state)  # the best parameters, on every rank's share
     report = run.rank_report([r["rank_seconds"] for r in history])
     if not lead:
         return {"final": final, "ranks": report}
 
     ckpt = os.path.join(args.out, "best.npz")
-    rtx.save(best["state"], ckpt)
+    _save_checkpoint(ap, best.state, ckpt)
     dist_info = {"world_size": world, "partition": args.partition, "ranks": report}
-    metrics = _write_metrics(args, graph_info, {"distributed": dist_info}, history, best,
+    metrics = _write_metrics(ap, args, graph_info, {"distributed": dist_info}, history, best,
                              final, train_s, ckpt)
     print(f"\n{'rank':>4} {'owned':>7} {'halo':>7} {'nodes':>8} {'edges':>9} {'epoch s':>8} "
           f"{'rtx peak MB':>11} {'peak RSS MB':>11}")
@@ -337,14 +536,18 @@ def _main_distributed(args: argparse.Namespace) -> dict[str, Any]:
               f"{r['peak_rss_mb']:>11.1f}")
     print(f"\ntrained {args.epochs} epochs on {world} ranks in {train_s:.1f} s "
           f"(median {metrics['median_epoch_seconds']:.3f} s/epoch, slowest rank); best "
-          f"epoch {best['epoch']} by validation accuracy")
+          f"epoch {best.epoch} by {best.described}")
     _print_final(final, ckpt, metrics, args.out)
     return metrics
 
 
 def cli() -> int:
     """Console entry point ``rtx-hetgat``."""
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("rtx-hetgat: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -23,6 +23,16 @@ class IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
 
+    def __repr__(self) -> str:
+        # PyTorch's wording when everything matched (torch.nn.modules.module._IncompatibleKeys)
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return (f"IncompatibleKeys(missing_keys={self.missing_keys!r}, "
+                f"unexpected_keys={self.unexpected_keys!r})")
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
 
 def _addindent(s: str, spaces: int) -> str:
     lines = s.split("\n")

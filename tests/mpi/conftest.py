@@ -1,4 +1,4 @@
-"""Tests run under an MPI launcher: ``mpiexec -n 2 python -m pytest tests/mpi -q``.
+"""Tests run under an MPI launcher: ``mpiexec -n 2 pytest tests/mpi -q``.
 
 Under a plain ``pytest`` run (no launcher, or no mpi4py) every test here is
 skipped with the reason, so the normal suite stays green; CI runs them under
@@ -17,7 +17,7 @@ import rtx.distributed as dist
 
 def _skip_reason() -> str | None:
     if not dist.launched_by_mpi():
-        return "MPI tests: run under `mpiexec -n 2 python -m pytest tests/mpi`"
+        return "MPI tests: run under `mpiexec -n 2 pytest tests/mpi`"
     if importlib.util.find_spec("mpi4py") is None:
         return "MPI tests need mpi4py (pip install \"rtx-gnn[mpi]\")"
     return None

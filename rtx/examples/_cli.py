@@ -1,0 +1,105 @@
+"""What the example command lines share.
+
+* A user error is ONE line on stderr, ``prog: error: message``, and exit status 2
+  (argparse's convention, without the usage block: ``prog --help`` shows that).
+  Tracebacks are for bugs only: the examples catch the library's documented
+  exception types where they hand it the user's options and files, nothing wider.
+* Option types that check their range when parsed, so a bad value never reaches
+  the library (``--lr -1``, ``--threads 0``, ``--epochs 0``).
+* A missing optional library (tqdm, matplotlib) is reported in one line, saying
+  what is lost and how to get it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+#: What to install for the examples' optional extras (pyproject's ``examples`` extra).
+EXTRA_HINT = 'pip install "rtx-gnn[examples]"'
+
+#: Exit status of a run that started but could not finish (a non-finite loss,
+#: an output file that cannot be written); 2 is for user errors found up front.
+EXIT_FAILED = 1
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` whose errors are one line: ``prog: error: msg``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def fail(self, message: str, status: int = EXIT_FAILED) -> NoReturn:
+        """A run that cannot finish: one line, a non-zero status."""
+        self.exit(status, f"{self.prog}: error: {message}\n")
+
+    def note(self, message: str) -> None:
+        """One line on stderr that is not an error (a missing optional library)."""
+        print(f"{self.prog}: note: {message}", file=sys.stderr, flush=True)
+
+
+def int_at_least(lo: int) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= lo``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo}, got {v}")
+        return v
+    parse.__name__ = f"int >= {lo}"
+    return parse
+
+
+def nonzero_int(text: str) -> int:
+    """An argparse type for ``--threads``: ``n > 0`` threads, or ``-k`` (all cores
+    but ``k - 1``, as ``rtx.set_num_threads``)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be a positive count (or -1: every core), got 0")
+    return v
+
+
+def finite_float_at_least(lo: float) -> Callable[[str], float]:
+    """An argparse type: a finite float ``>= lo`` (``nan`` and ``inf`` refused)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo:g}, got {v:g}")
+        return v
+    parse.__name__ = f"float >= {lo:g}"
+    return parse
+
+
+def have_module(name: str) -> bool:
+    """Whether ``name`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a None spec in sys.modules
+        return False
+
+
+def check_output_dir(ap: ArgumentParser, option: str, path: str) -> None:
+    """Create ``path`` and prove a file can be written in it, before any work is done
+    (else one line naming the option, exit 2)."""
+    import tempfile
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        ap.error(f"{option} {path}: cannot write there ({exc.strerror or exc})")
