@@ -238,14 +238,14 @@ def test_non_finite_loss_stops_and_keeps_the_previous_run(tmp_path, monkeypatch,
     before = _previous_run(out)
     assert "best.npz" in before and "metrics.json" in before
     capsys.readouterr()
-    real = example.synthetic_hetgraph
+    real = example._load_data
 
-    def poisoned(*args, **kwargs):  # NaN features past any check at load time
-        g = real(*args, **kwargs)
+    def poisoned(*args, **kwargs):  # NaN features past every check at load time
+        g, source = real(*args, **kwargs)
         g.x_dict["paper"][5, 2] = np.nan
-        return g
+        return g, source
 
-    monkeypatch.setattr(example, "synthetic_hetgraph", poisoned)
+    monkeypatch.setattr(example, "_load_data", poisoned)
     with pytest.raises(SystemExit) as ei:
         example.main([*TINY, "--out", str(out), "--epochs", "5"])
     assert ei.value.code == 1
@@ -264,10 +264,13 @@ def test_non_finite_loss_from_a_huge_learning_rate(tmp_path):
 
 
 def test_nan_features_in_a_file_never_train_silently(tmp_path):
-    g = synthetic_hetgraph(60, seed=2)
-    g.x_dict["author"][0, 0] = np.inf
+    good = tmp_path / "good.npz"
+    save_hetgraph(synthetic_hetgraph(60, seed=2), good)  # save_hetgraph refuses inf itself
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["x/author"][0, 0] = np.inf
     path = tmp_path / "inf.npz"
-    save_hetgraph(g, path)
+    np.savez(path, **arrays)
     out = tmp_path / "run"
     p = run_python([*HETGAT, *TINY, "--data", str(path), "--out", str(out)])
     # refused at load (exit 2) or stopped at the first non-finite loss (exit 1)
