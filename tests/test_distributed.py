@@ -155,7 +155,8 @@ def test_khop_subgraph_gives_the_full_graph_outputs_for_owned_nodes(method, part
         np.testing.assert_allclose(local[: lg.num_owned], full[owned], rtol=1e-10, atol=1e-12)
         # per-layer edge sets (layer l: only edges into R_{l+1}) give the same rows
         assert len(lg.layer_edge_index) == num_layers
-        assert lg.layer_edge_index[0] is lg.graph.edge_index_dict
+        first, edges = lg.layer_edge_index[0], lg.graph.edge_index_dict
+        assert first.keys() == edges.keys() and all(first[et] is edges[et] for et in edges)
         per_layer = _hetgat_ref(lg.graph, params, heads=2, layer_edges=lg.layer_edge_index)
         np.testing.assert_allclose(per_layer[: lg.num_owned], full[owned], rtol=1e-10,
                                    atol=1e-12)

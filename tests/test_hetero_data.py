@@ -55,7 +55,7 @@ def test_synthetic_structure():
     assert abs(g.train_mask.mean() - 0.6) < 0.01 and abs(g.val_mask.mean() - 0.2) < 0.01
     assert set(np.unique(g.y)) == set(range(8))
     assert g.x_dict["paper"].dtype == np.float32
-    assert "HeteroGraph(target='paper'" in repr(g)
+    assert repr(g).startswith("HeteroGraph(\n  target='paper',\n  num_classes=8,")
 
 
 def test_synthetic_deterministic_and_seeded():

@@ -620,7 +620,8 @@ class HeteroData:
             else:
                 inner = "".join(f"    {_item_repr(k, v)},\n" for k, v in s.items())
                 lines.append(f"  {name}={{\n{inner}  }}")
-        return "HeteroData(\n" + ",\n".join(lines) + "\n)" if lines else "HeteroData()"
+        name = type(self).__name__
+        return f"{name}(\n" + ",\n".join(lines) + "\n)" if lines else f"{name}()"
 
 
 # ------------------------------------------------------------------ helpers

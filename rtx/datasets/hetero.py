@@ -17,7 +17,7 @@ the source node's index among ``src_type`` nodes, row 1 the destination's among
     target                             str   0-d          the labelled node type
 
 Each key is one ``<key>.npy`` member (``numpy.savez``'s layout); each may appear
-once.  Type names may not contain ``/`` or ``__``.  Nothing is pickled, and
+once.  Type names follow ``rtx.data.naming``.  Nothing is pickled, and
 ``load_hetgraph`` reads through ``rtx.load``'s checked reader (sizes checked
 before anything is read; see ``rtx.serialization``).
 """
@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..data.hetero_data import HeteroData
+from ..data.naming import EdgeType, check_edge_type, check_name
 from ..serialization import _read_npz, _write_npz
 
-EdgeType = tuple[str, str, str]
 Metadata = tuple[list[str], list[EdgeType]]
 
 __all__ = [
@@ -42,37 +42,32 @@ __all__ = [
 ]
 
 
-@dataclass
-class HeteroGraph:
-    """A heterogeneous graph with labels on one node type.
+class HeteroGraph(HeteroData):
+    """A ``HeteroData`` with features on every node type and labels on one
+    ``target`` node type: the graph of rtx's main job (``synthetic_hetgraph``,
+    ``load_hetgraph``, ``from_pyg``).
 
-    Attributes:
-        x_dict: node type -> float features ``[N_t, F_t]``.
-        edge_index_dict: ``(src_type, relation, dst_type)`` -> int64 ``[2, E]``.
-        y: int64 class of each ``target`` node, ``[N_target]``.
-        train_mask, val_mask, test_mask: bool ``[N_target]``.
-        target: the node type that carries ``y`` and the masks.
-
-    The constructor checks everything (shapes, dtypes, finite features, index
-    ranges, that each edge type's node types exist) and raises ``ValueError`` /
-    ``TypeError`` / ``IndexError`` naming the offending type.
+    ``HeteroGraph(x_dict, edge_index_dict, y, train_mask, val_mask, test_mask,
+    target="paper")`` checks everything (names by ``rtx.data.naming``, shapes,
+    dtypes, finite features, index ranges, that each edge type's node types
+    exist) and raises ``ValueError`` / ``TypeError`` / ``IndexError`` naming the
+    offending type.  It stores numpy arrays: ``data[nt].x`` (float ``[N_t, F_t]``),
+    ``data[et].edge_index`` (int64 ``[2, E]``) and, on the target type, ``y``
+    (int64), ``train_mask`` / ``val_mask`` / ``test_mask`` (bool); graph-level
+    ``target`` and ``num_classes``.  ``data.y`` and the masks are shortcuts for the
+    target's.  Everything that takes a ``HeteroData`` takes it.
     """
 
-    x_dict: dict[str, np.ndarray]
-    edge_index_dict: dict[EdgeType, np.ndarray]
-    y: np.ndarray
-    train_mask: np.ndarray
-    val_mask: np.ndarray
-    test_mask: np.ndarray
-    target: str = "paper"
-    num_classes: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.x_dict, dict) or not self.x_dict:
+    def __init__(self, x_dict: dict[str, np.ndarray],
+                 edge_index_dict: dict[EdgeType, np.ndarray], y: np.ndarray,
+                 train_mask: np.ndarray, val_mask: np.ndarray, test_mask: np.ndarray,
+                 target: str = "paper") -> None:
+        super().__init__()
+        if not isinstance(x_dict, dict) or not x_dict:
             raise ValueError("x_dict must be a non-empty dict node type -> features")
         xs: dict[str, np.ndarray] = {}
-        for nt, x in self.x_dict.items():
-            _check_name(nt, "node type")
+        for nt, x in x_dict.items():
+            check_name(nt, "node type")
             a = np.asarray(x)
             if a.dtype.kind != "f":
                 raise TypeError(f"features of node type {nt!r} must be floating point, "
@@ -86,15 +81,11 @@ class HeteroGraph:
                                  f"{finite.size - int(np.count_nonzero(finite))} non-finite "
                                  "value(s) (NaN or inf)")
             xs[nt] = a
-        self.x_dict = xs
+        if not isinstance(edge_index_dict, dict):
+            raise ValueError("edge_index_dict must be a dict edge type -> [2, E] indices")
         eis: dict[EdgeType, np.ndarray] = {}
-        for et, ei in self.edge_index_dict.items():
-            if not (isinstance(et, tuple) and len(et) == 3):
-                raise ValueError(f"edge type {et!r} must be a (src_type, relation, dst_type) "
-                                 "tuple")
-            for part in et:
-                _check_name(part, f"edge type {et!r} part")
-            s, _, d = et
+        for et, ei in edge_index_dict.items():
+            s, _, d = check_edge_type(et)
             for nt in (s, d):
                 if nt not in xs:
                     raise ValueError(f"edge type {et!r} refers to node type {nt!r}, which has "
@@ -113,52 +104,58 @@ class HeteroGraph:
                         raise IndexError(f"edge_index of {et!r}: row {row} holds index "
                                          f"{lo if lo < 0 else hi}, outside the {n} "
                                          f"{nt!r} nodes")
-            eis[et] = a
-        self.edge_index_dict = eis
-        if self.target not in xs:
-            raise ValueError(f"target node type {self.target!r} is not a node type "
+            eis[tuple(et)] = a  # type: ignore[index]
+        if target not in xs:
+            raise ValueError(f"target node type {target!r} is not a node type "
                              f"(node types: {sorted(xs)})")
-        n = xs[self.target].shape[0]
-        y = np.asarray(self.y)
-        if y.dtype.kind not in "iu" or y.shape != (n,):
+        n = xs[target].shape[0]
+        ya = np.asarray(y)
+        if ya.dtype.kind not in "iu" or ya.shape != (n,):
             raise ValueError(f"y must be an integer array of shape ({n},) (one class per "
-                             f"{self.target!r} node), got {y.dtype} {y.shape}")
-        if n and y.min() < 0:
-            raise ValueError(f"y holds a negative class ({int(y.min())})")
-        if n and int(y.max()) > np.iinfo(np.int64).max:  # checked before the int64 cast
-            raise ValueError(f"y holds class {int(y.max())}, beyond int64")
-        self.y = y.astype(np.int64, copy=False)
-        for name in ("train_mask", "val_mask", "test_mask"):
-            m = np.asarray(getattr(self, name))
-            if m.dtype != np.bool_ or m.shape != (n,):
+                             f"{target!r} node), got {ya.dtype} {ya.shape}")
+        if n and ya.min() < 0:
+            raise ValueError(f"y holds a negative class ({int(ya.min())})")
+        if n and int(ya.max()) > np.iinfo(np.int64).max:  # checked before the int64 cast
+            raise ValueError(f"y holds class {int(ya.max())}, beyond int64")
+        masks = {}
+        for name, m in (("train_mask", train_mask), ("val_mask", val_mask),
+                        ("test_mask", test_mask)):
+            ma = np.asarray(m)
+            if ma.dtype != np.bool_ or ma.shape != (n,):
                 raise ValueError(f"{name} must be a bool array of shape ({n},) (one per "
-                                 f"{self.target!r} node), got {m.dtype} {m.shape}")
-            setattr(self, name, m)
-        self.num_classes = int(self.y.max()) + 1 if n else 0
+                                 f"{target!r} node), got {ma.dtype} {ma.shape}")
+            masks[name] = ma
+        for nt, a in xs.items():
+            self[nt].x = a
+        for et_, a in eis.items():
+            self[et_].edge_index = a
+        store = self[target]
+        store.y = ya.astype(np.int64, copy=False)
+        for name, ma in masks.items():
+            store[name] = ma
+        self.target = target
+        self.num_classes = int(store.y.max()) + 1 if n else 0
+
+    # shortcuts for the target node type's labels and masks
+    @property
+    def y(self) -> np.ndarray:
+        return self[self.target].y
 
     @property
-    def node_types(self) -> list[str]:
-        return list(self.x_dict)
+    def train_mask(self) -> np.ndarray:
+        return self[self.target].train_mask
 
     @property
-    def edge_types(self) -> list[EdgeType]:
-        return list(self.edge_index_dict)
+    def val_mask(self) -> np.ndarray:
+        return self[self.target].val_mask
 
     @property
-    def num_nodes_dict(self) -> dict[str, int]:
-        return {nt: int(x.shape[0]) for nt, x in self.x_dict.items()}
+    def test_mask(self) -> np.ndarray:
+        return self[self.target].test_mask
 
     @property
     def num_features_dict(self) -> dict[str, int]:
         return {nt: int(x.shape[1]) for nt, x in self.x_dict.items()}
-
-    @property
-    def num_edges(self) -> int:
-        return sum(int(ei.shape[1]) for ei in self.edge_index_dict.values())
-
-    def metadata(self) -> Metadata:
-        """``(node_types, edge_types)``, as PyG's ``HeteroData.metadata()``."""
-        return self.node_types, self.edge_types
 
     def astype(self, dtype: Any) -> HeteroGraph:
         """A copy with every feature array converted to ``dtype``."""
@@ -166,19 +163,14 @@ class HeteroGraph:
                            dict(self.edge_index_dict), self.y, self.train_mask,
                            self.val_mask, self.test_mask, self.target)
 
-    def __repr__(self) -> str:
-        nodes = ", ".join(f"{nt}={x.shape[0]}x{x.shape[1]}" for nt, x in self.x_dict.items())
-        edges = ", ".join(f"{'__'.join(et)}={ei.shape[1]}"
-                          for et, ei in self.edge_index_dict.items())
-        return (f"HeteroGraph(target={self.target!r}, classes={self.num_classes}, "
-                f"nodes[{nodes}], edges[{edges}])")
+    def copy(self) -> HeteroGraph:
+        """A shallow copy (new stores, the same arrays)."""
+        out = object.__new__(HeteroGraph)
+        HeteroData.__init__(out)
+        out.__setstate__(self.__getstate__())
+        return out
 
-
-def _check_name(name: Any, what: str) -> None:
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"{what} must be a non-empty str, got {name!r}")
-    if "/" in name or "__" in name:
-        raise ValueError(f"{what} {name!r} may not contain '/' or '__'")
+    __copy__ = copy
 
 
 def random_split(n: int, seed: int = 0, train: float = 0.6,
