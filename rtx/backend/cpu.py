@@ -476,7 +476,7 @@ class CpuBackend(Backend):
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
         if type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES:
             # the plan's cached grouping: same bits as the cold path below
-            ptr, perm = indices.csr()
+            ptr, perm = indices._grouping()
             out = empty((n,) + src.shape[1:], src.dtype)
             row = math.prod(src.shape[1:])
             scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
@@ -508,9 +508,9 @@ class CpuBackend(Backend):
         # two kernels with equal bits: by entry order (narrow rows, no grouping
         # needed) or over the CSR grouping
         if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
-            segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T)
         else:
-            ptr, perm = plan.csr()
+            ptr, perm = plan._grouping()
             segment_softmax_csr(s2, perm, ptr, o2, T)
         return out
 
@@ -522,15 +522,15 @@ class CpuBackend(Backend):
         out = empty(y.shape, y.dtype)
         y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
         if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
-            segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T)
         else:
-            ptr, perm = plan.csr()
+            ptr, perm = plan._grouping()
             segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
         return out
 
     def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_mean")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
@@ -539,7 +539,7 @@ class CpuBackend(Backend):
 
     def segment_mean_backward(self, grad: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = as_plan_checked(index, num_segments, grad, "segment_mean_backward")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         out = empty((len(plan),) + grad.shape[1:], grad.dtype)
         segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
                                            get_num_threads())
@@ -547,7 +547,7 @@ class CpuBackend(Backend):
 
     def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
         plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_max")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         arg = empty((n,) + src.shape[1:], np.int64)
@@ -558,7 +558,7 @@ class CpuBackend(Backend):
     def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
                              num_entries: int) -> np.ndarray:
         plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         out = empty((num_entries,) + grad.shape[1:], grad.dtype)
         segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
                                           self._rows2d(out), get_num_threads())
@@ -570,10 +570,10 @@ class CpuBackend(Backend):
         ei, H = check_message(x.shape, x.dtype, edge_index, num_nodes,
                               None if weight is None else weight.shape,
                               None if weight is None else weight.dtype)
-        ptr, perm = ei.dst.csr()
+        ptr, perm = ei.dst._grouping()
         out = empty((ei.num_dst,) + x.shape[1:], x.dtype)
         w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-        message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
+        message_csr(self._rows2d(x), ei.src._idx, w, weight is not None, perm, ptr,
                              self._rows2d(out), H, get_num_threads())
         return out
 
@@ -593,14 +593,14 @@ class CpuBackend(Backend):
             gw = empty(weight.shape, weight.dtype)
         if need_x:
             # one pass over the source grouping gives grad_x and grad_weight
-            ptr, perm = ei.src.csr()
+            ptr, perm = ei.src._grouping()
             gx = empty(x.shape, x.dtype)
             gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
             message_backward_csr(
-                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                g2, self._rows2d(x), ei.dst._idx, w, weighted, gw is not None, perm, ptr,
                 self._rows2d(gx), gw2, H, get_num_threads())
         elif gw is not None:
-            sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
+            sddmm_dot(g2, self._rows2d(x), ei.src._idx, ei.dst._idx,
                                gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw
 
