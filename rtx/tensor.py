@@ -715,7 +715,9 @@ class Tensor:
         """A DLPack capsule of this tensor's memory (zero-copy on the CPU backend).
 
         Other backends export a host copy (through ``to_numpy``).  Like PyTorch,
-        a tensor that requires grad must be ``.detach()``ed first.
+        a tensor that requires grad must be ``.detach()``ed first.  A view with
+        negative strides (``t[:, ::-1]``) raises ``BufferError`` unless
+        ``copy=True``: consumers cannot take such strides (PyTorch aborts).
         """
         if self._rg:
             raise RuntimeError(

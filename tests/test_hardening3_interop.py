@@ -210,5 +210,273 @@ def test_saved_state_exposes_no_trusted_index_memory(name):
 
 
 # --------------------------------------------------------------------------
-# keep the helpers referenced (the module is imported by name in later sections)
-__all__ = ["gc", "threading", "tracemalloc", "weakref"]
+# 2. DLPack: negative strides are refused (BufferError), unless copy=True
+# --------------------------------------------------------------------------
+def _reversed_views():
+    x = rtx.arange(24, dtype=rtx.float64).reshape(4, 6)
+    return {"[:, ::-1]": x[:, ::-1], "[::-1]": x[::-1], "1-D [::-2]": x.reshape(-1)[::-2],
+            "T[::-1]": x.T[::-1], "int [:, ::-1]": rtx.arange(6).reshape(2, 3)[:, ::-1]}
+
+
+@pytest.mark.parametrize("name", sorted(_reversed_views()))
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_negative_strides_raise_buffer_error_before_exporting(name, max_version):
+    v = _reversed_views()[name]
+    before = _kernels.dlpack_stats()
+    for copy in (None, False):
+        with pytest.raises(BufferError, match="negative strides"):
+            v.__dlpack__(max_version=max_version, copy=copy)
+    assert _kernels.dlpack_stats() == before  # nothing exported, nothing to delete
+    with pytest.raises(BufferError, match="negative strides"):
+        np.from_dlpack(v)
+    a = np.from_dlpack(v, copy=True)    # a copy is fine: it is C-contiguous
+    np.testing.assert_array_equal(a, v.numpy())
+    assert not np.shares_memory(a, v.numpy())
+    t = rtx.from_dlpack(v)              # rtx's own import: copy=None copies then
+    np.testing.assert_array_equal(t.numpy(), v.numpy())
+    with pytest.raises(BufferError):
+        rtx.from_dlpack(v, copy=False)
+
+
+def test_negative_strides_do_not_abort_torch():
+    """torch 2.13's from_dlpack threw a C++ exception on negative strides and the
+    process died (rc 134); now every torch entry point gets a BufferError."""
+    pytest.importorskip("torch")
+    code = """
+import numpy as np, torch, rtx
+v = rtx.arange(6).reshape(2, 3)[:, ::-1]
+for f in (torch.from_dlpack, torch.as_tensor, torch.tensor, torch.asarray,
+          torch.utils.dlpack.from_dlpack):
+    try:
+        f(v)
+    except BufferError as exc:
+        assert "negative strides" in str(exc)
+    else:
+        raise AssertionError(f"{f.__name__} took a negative-stride view")
+t = torch.from_dlpack(v, copy=True)
+assert t.tolist() == [[2, 1, 0], [5, 4, 3]] and t.stride() == (3, 1)
+one = rtx.arange(3)[::-1][:1]         # a negative stride on an extent-1 dim moves nothing
+assert torch.from_dlpack(one).tolist() == [2]
+empty = rtx.zeros(0, 3)[:, ::-1]
+assert torch.from_dlpack(empty).shape == (0, 3)
+print("ok")
+"""
+    r = run_child(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+class _Exporter:
+    """A producer exporting a given numpy array through rtx's DLPack export."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return _kernels.dlpack_export(self.a, kw.get("stream"), kw.get("max_version"),
+                                      kw.get("dl_device"), kw.get("copy"))
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.mark.parametrize("max_version", [None, (1, 0)])
+def test_harmless_negative_strides_still_export_zero_copy(max_version):
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    # extent-1 dims and empty arrays: a negative stride there moves no address
+    for v in (base[::-1][:1], base[:, ::-1][:, :1], base[:, ::-1][:0],
+              base[::-1][2:3, ::-1][:, 1:2]):
+        assert any(s < 0 for s in v.strides)
+        a = np.from_dlpack(_Exporter(v))
+        np.testing.assert_array_equal(a, v)
+        assert a.shape == v.shape and all(s >= 0 for s in a.strides)
+        if v.size:
+            assert np.shares_memory(a, v)
+    t = rtx.arange(12, dtype=rtx.float32).reshape(3, 4)[::-1][:1]   # the same from rtx
+    assert t.numpy().strides[0] < 0
+    assert np.shares_memory(np.from_dlpack(t), t.numpy())
+    with pytest.raises(BufferError, match="negative strides"):
+        _kernels.dlpack_export(base[:, ::-1][:2], None, max_version)
+
+
+# --------------------------------------------------------------------------
+# 4a. a backend passed to use_backend (or fused) is not kept alive by rtx
+# --------------------------------------------------------------------------
+def test_use_backend_does_not_keep_the_backend_alive():
+    b = rtx.fusion.Fusion(rtx.CpuBackend())
+    inner = weakref.ref(b.inner)
+    ref = weakref.ref(b)
+    with rtx.use_backend(b):
+        t = rtx.ones(3) * 2.0
+    assert t.backend is b
+    del b
+    gc.collect()
+    assert ref() is not None  # the tensor still uses it
+    del t
+    gc.collect()
+    assert ref() is None and inner() is None
+
+
+def test_use_backend_memory_does_not_grow():
+    def loop(n):
+        for _ in range(n):
+            with rtx.use_backend(rtx.fusion.Fusion(rtx.CpuBackend())):
+                pass
+
+    loop(50)   # warm up (first-use caches, free lists)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        loop(1000)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000, grown   # was ~3.5 KB per iteration: 3.5 MB
+
+
+def test_fusion_for_does_not_keep_the_inner_backend_alive():
+    inner = rtx.CpuBackend()
+    ref = weakref.ref(inner)
+    f = rtx.fusion.fusion_for(inner)
+    assert rtx.fusion.fusion_for(inner) is f  # one Fusion per inner while it lives
+    with rtx.fusion.enabled(inner) as g:
+        assert g is f
+        t = rtx.ones(2) + 1.0
+    del f, g, inner
+    gc.collect()
+    assert ref() is not None      # t's backend is the Fusion over it
+    del t
+    gc.collect()
+    assert ref() is None
+
+
+def test_autodiff_is_shared_while_tensors_live_and_threads_agree():
+    b = rtx.CpuBackend()
+    with rtx.use_backend(b):
+        a = rtx.ones(2)
+    got = []
+    barrier = threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        with rtx.use_backend(b):
+            got.append(rtx.ones(2))
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    assert all(x._ad is a._ad for x in got)
+    np.testing.assert_array_equal((a + got[0]).numpy(), [2.0, 2.0])  # mixable
+
+
+def test_unpickling_finds_a_live_backend_of_the_class():
+    import pickle
+
+    from rtx.backend.reference import MinimalBackend
+
+    b = MinimalBackend()
+    with rtx.use_backend(b):
+        t = rtx.tensor([1.0, 2.0])
+    u = pickle.loads(pickle.dumps(t))
+    assert u.backend is b and (u + t).tolist() == [2.0, 4.0]
+
+
+# --------------------------------------------------------------------------
+# 4b. a Storage freed by a collection that re-enters the free path
+# --------------------------------------------------------------------------
+def _held_blocks() -> int:
+    st = _kernels.memory_stats()
+    return st["system_allocations"] - st["system_frees"]
+
+
+def _drain_list_free_list() -> list:
+    """Live lists enough to empty CPython's free list of list objects (80): the
+    next ``[]`` is then a fresh tracked allocation, which can start a collection
+    (a list taken from the free list never does)."""
+    return [[] for _ in range(256)]
+
+
+def test_reentrant_free_during_bucket_creation_loses_no_block():
+    """The outer free of a size class with no bucket allocates the bucket's list;
+    that allocation runs a collection; a finaliser then frees a Storage of the
+    same class (the inner free makes the bucket).  Before: the outer free then
+    overwrote that bucket and the inner block was never given back."""
+    n = 3 * 1024 * 1024 + 777           # a size class no other test uses
+    events = []
+
+    class Holder:
+        def __init__(self):
+            self.me = self               # cyclic: only a collection frees it
+            self.st = _kernels.Storage(n)
+
+        def __del__(self):
+            s = _kernels.memory_stats()
+            events.append((s["frees"], s["cached_bytes"]))
+            self.st = None               # the inner free, right here
+
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
+    gc.disable()
+    try:
+        gc.collect()
+        _kernels.empty_cache()           # no bucket for any class
+        outer = _kernels.Storage(n)
+        h = Holder()
+        del h                            # cyclic garbage, uncollected (gc is off)
+        base = _kernels.memory_stats()
+        held = _held_blocks()
+        keep = _drain_list_free_list()
+        gc.set_threshold(1)              # the next tracked allocation collects ...
+        gc.enable()
+        del outer                        # ... and that is the outer free's new bucket
+        gc.disable()
+        del keep
+    finally:
+        gc.set_threshold(*threshold)
+        if was_enabled:
+            gc.enable()
+    # the finaliser ran inside the outer free: counted, its block not yet cached
+    assert events == [(base["frees"] + 1, base["cached_bytes"])]
+    _kernels.empty_cache()
+    assert _kernels.memory_stats()["cached_bytes"] == 0
+    assert _held_blocks() == held - 2    # both blocks back with the system
+
+
+def test_reentrant_free_that_empties_the_cache_loses_no_block():
+    """Same window, but the finaliser calls empty_cache(): the outer free must put
+    its block in the cache that exists afterwards (not the detached one)."""
+    n = 3 * 1024 * 1024 + 1555
+    ran = []
+
+    class Holder:
+        def __init__(self):
+            self.me = self
+
+        def __del__(self):
+            ran.append(1)
+            _kernels.empty_cache()
+
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
+    gc.disable()
+    try:
+        gc.collect()
+        _kernels.empty_cache()
+        outer = _kernels.Storage(n)
+        h = Holder()
+        del h
+        held = _held_blocks()
+        keep = _drain_list_free_list()
+        gc.set_threshold(1)
+        gc.enable()
+        del outer
+        gc.disable()
+        del keep
+    finally:
+        gc.set_threshold(*threshold)
+        if was_enabled:
+            gc.enable()
+    assert ran == [1]
+    _kernels.empty_cache()
+    assert _held_blocks() == held - 1
