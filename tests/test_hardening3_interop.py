@@ -2,8 +2,9 @@
 objects, DLPack export of what consumers cannot take, expand/broadcast_to as
 views, and two leaks (backends kept alive, a block lost to a re-entrant free).
 
-Every test here failed before its fix (each was run once against the unfixed
-tree)."""
+The regression tests failed before their fixes (checked once each, fix stashed);
+the others guard the edges of the fixes (backends without views, a finaliser
+that empties the cache, ops reading stride-0 inputs)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import weakref
 import numpy as np
 import pytest
 from conftest import run_child
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rtx
 from rtx import _kernels
@@ -480,3 +483,184 @@ def test_reentrant_free_that_empties_the_cache_loses_no_block():
     assert ran == [1]
     _kernels.empty_cache()
     assert _held_blocks() == held - 1
+
+
+# --------------------------------------------------------------------------
+# 3. expand / broadcast_to are views (as in PyTorch)
+# --------------------------------------------------------------------------
+VIEW_BACKENDS = {
+    "cpu": rtx.CpuBackend,
+    "fusion": lambda: rtx.fusion.Fusion(rtx.CpuBackend(), min_elements=0),
+}
+OVERLAP = "more than one element of the written-to tensor refers to a single memory location"
+
+
+@pytest.fixture(params=sorted(VIEW_BACKENDS))
+def view_backend(request):
+    """The backends with strided views (the CPU backend, and Fusion over it)."""
+    b = VIEW_BACKENDS[request.param]()
+    with rtx.use_backend(b):
+        yield b
+
+
+def test_expand_is_a_view_that_sees_writes_to_its_base(view_backend, dtype):
+    x = rtx.tensor(np.arange(4, dtype=dtype))
+    b = x.expand(3, 4)                              # the issue's reproducer
+    c = x.reshape(4, 1).broadcast_to((2, 4, 3))
+    x.add_(1)
+    np.testing.assert_array_equal(b.numpy(), np.broadcast_to(np.arange(1, 5, dtype=dtype), (3, 4)))
+    np.testing.assert_array_equal(c.numpy()[1, :, 2], np.arange(1, 5, dtype=dtype))
+    assert b._version == c._version == x._version == 1    # one storage, one counter
+    assert np.shares_memory(b.numpy(), x.numpy())
+    assert b.numpy().strides[0] == 0
+
+
+def test_writes_into_an_expanded_tensor_raise_before_anything_is_written(view_backend):
+    x = rtx.tensor([1.0, 2.0, 3.0])
+    b = x.expand(2, 3)
+    writes = {
+        "add_": lambda: b.add_(1), "sub_": lambda: b.sub_(1.0), "mul_": lambda: b.mul_(b),
+        "div_": lambda: b.div_(2), "pow_": lambda: b.pow_(2), "copy_": lambda: b.copy_(b + 1),
+        "fill_": lambda: b.fill_(0.0), "zero_": lambda: b.zero_(),
+        "+=": lambda: b.__iadd__(1.0), "*=": lambda: b.__imul__(2.0),
+    }
+    for name, write in writes.items():
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            write()
+        assert x.tolist() == [1.0, 2.0, 3.0], name
+        assert x._version == 0, name
+    with rtx.no_grad():   # also under no_grad, on a parameter's expansion
+        p = rtx.nn.Parameter(rtx.ones(3))
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            p.expand(4, 3).add_(1)
+    assert p.tolist() == [1.0, 1.0, 1.0]
+    b.clone().add_(1)                   # a copy is fine
+    b.contiguous().add_(1)
+    x.expand(1, 3).add_(1)              # nothing overlaps: writes x (as in PyTorch)
+    b[0].mul_(10)                       # one row of the expansion: writes x too
+    assert x.tolist() == [20.0, 30.0, 40.0]
+
+
+def test_an_expanded_input_saved_for_backward_sees_its_base_modified(view_backend):
+    w = rtx.tensor([1.0, 2.0])
+    p = rtx.ones(3, 2, requires_grad=True)
+    y = (p * w.expand(3, 2)).sum()      # mul saves its inputs: the expansion
+    w.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_a_large_expand_allocates_nothing(view_backend):
+    x = rtx.zeros(1, 1, dtype=rtx.float64) + 1.0
+    x.numpy()
+    rtx.reset_peak_memory_stats()
+    before = rtx.memory_stats()["peak_bytes"]
+    big = x.expand(8000, 8000)          # 512 MB as a copy
+    assert big.shape == (8000, 8000) and big[7345, 777].item() == 1.0
+    assert big[:3, :5].sum().item() == 15.0
+    assert rtx.memory_stats()["peak_bytes"] - before < 4096   # (Fusion: once materialised)
+
+
+def test_expand_values_and_gradients_on_every_backend(backend, dtype):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 1, 2)).astype(dtype)
+    x = rtx.tensor(a, requires_grad=True)
+    y = x.expand(4, 3, 5, 2)
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(a, (4, 3, 5, 2)))
+    w = rng.standard_normal((4, 3, 5, 2)).astype(dtype)
+    (y * rtx.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), w.sum(axis=(0, 2), keepdims=True)[0],
+                               rtol=1e-5 if dtype == np.float32 else 1e-12)
+    if dtype == np.float64:
+        for f in (lambda t: t.expand(2, 3, 4, 2), lambda t: t[:, :, :1].broadcast_to((3, 3, 2)),
+                  lambda t: t.expand(3, 2, 2) * t.expand(3, 2, 2)):
+            assert rtx.autograd.gradcheck(f, (rtx.tensor(a, requires_grad=True),))
+    # aliasing is reported honestly: a view shares its base's counter, a copy does not
+    z = rtx.tensor(a.copy())
+    v = z.expand(2, 3, 4, 2)
+    z.mul_(2.0)
+    if rtx.get_default_backend().aliases(v._value, z._value):
+        np.testing.assert_array_equal(v.numpy(), np.broadcast_to(2 * a, (2, 3, 4, 2)))
+        assert v._version == 1
+    else:
+        np.testing.assert_array_equal(v.numpy(), np.broadcast_to(a, (2, 3, 4, 2)))
+        assert v._version == 0
+
+
+def _expanded_op_calls():
+    """Ops reading an expanded (stride-0) input: the result must equal the same op
+    on a contiguous copy."""
+    F = rtx.nn.functional
+    return {
+        "add": lambda e: e + 1.0, "mul": lambda e: e * e, "exp": lambda e: e.exp(),
+        "leaky_relu": lambda e: rtx.leaky_relu(e, 0.2), "sum": lambda e: e.sum(0),
+        "mean": lambda e: e.mean(1), "amax": lambda e: e.amax(0),
+        "softmax": lambda e: e.softmax(-1), "matmul": lambda e: e @ e.T,
+        "matmul2": lambda e: e.T @ e, "reshape": lambda e: e.reshape(-1),
+        "permute": lambda e: e.T.clone(), "getitem": lambda e: e[1:, ::2],
+        "cat": lambda e: rtx.cat([e, e], 1), "where": lambda e: rtx.where(e > 0.5, e, -e),
+        "index_select": lambda e: rtx.index_select(e, [3, 0, 0]),
+        "index_add": lambda e: rtx.index_add(e, [1, 1, 0, 2], 3),
+        "segment_softmax": lambda e: rtx.segment_softmax(e, [1, 1, 0, 2], 3),
+        "segment_max": lambda e: rtx.segment_max(e, [1, 1, 0, 2], 3),
+        "message_passing": lambda e: rtx.message_passing(e, np.array([[0, 1, 3], [1, 1, 0]]), 2),
+        "cross_entropy": lambda e: F.cross_entropy(e, np.array([0, 2, 1, 0])),
+        "dlpack": lambda e: rtx.from_dlpack(np.from_dlpack(e)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_expanded_op_calls()))
+def test_ops_read_expanded_inputs_right(backend, name):
+    op = _expanded_op_calls()[name]
+    x = rtx.tensor(np.array([0.25, 1.5, -0.5], dtype=np.float64))
+    e = x.expand(4, 3)
+    np.testing.assert_allclose(op(e).numpy(), op(e.clone()).numpy(), rtol=1e-13, atol=0)
+
+
+def test_expanded_tensors_through_dlpack_share_memory():
+    x = rtx.arange(3, dtype=rtx.float32)
+    e = x.expand(2, 3)
+    a = np.from_dlpack(e)
+    assert np.shares_memory(a, x.numpy()) and a.strides == (0, 4)
+    x.add_(1)
+    assert a.tolist() == [[1.0, 2.0, 3.0]] * 2
+    if torch is not None:
+        t = torch.from_dlpack(e)
+        assert t.stride() == (0, 1) and t.data_ptr() == x.numpy().ctypes.data
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t.add_(1)      # torch refuses the same write rtx refuses
+
+
+def test_minimal_backend_expand_is_a_copy_and_says_so():
+    from rtx.backend.reference import MinimalBackend
+
+    with rtx.use_backend(MinimalBackend()):
+        x = rtx.tensor([1.0, 2.0])
+        b = x.expand(3, 2)
+        x.add_(1)
+        assert b.tolist() == [[1.0, 2.0]] * 3 and b._version == 0
+        b.add_(1)              # a copy has no overlapping elements
+        assert b.tolist() == [[2.0, 3.0]] * 3 and x.tolist() == [2.0, 3.0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=0, max_size=3), st.integers(0, 2**31),
+       st.integers(0, 2))
+def test_property_expand_views_match_numpy(shape, seed, lead):
+    rng = np.random.default_rng(seed)
+    ones = rng.random(len(shape)) < 0.5
+    src_shape = tuple(1 if o else n for n, o in zip(shape, ones, strict=True))
+    out_shape = tuple(rng.integers(1, 4, lead)) + tuple(shape)
+    a = rng.standard_normal(src_shape)
+    x = rtx.tensor(a)
+    e = x.expand(*out_shape)
+    np.testing.assert_array_equal(e.numpy(), np.broadcast_to(a, out_shape))
+    assert np.shares_memory(e.numpy(), x.numpy())
+    overlaps = any(s == 0 and n > 1 for n, s in zip(e.shape, e.numpy().strides, strict=True))
+    if overlaps:
+        with pytest.raises(RuntimeError, match=OVERLAP):
+            e.add_(1.0)
+        np.testing.assert_array_equal(x.numpy(), a)
+    else:
+        e.add_(1.0)
+        np.testing.assert_array_equal(x.numpy(), a + 1.0)

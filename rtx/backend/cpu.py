@@ -72,6 +72,19 @@ def own(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` are one memory location: a stride 0 along a
+    dim of extent > 1 (an ``expand``) -- PyTorch's ``has_internal_overlap`` test.
+    (Other self-overlapping layouts, from ``as_strided``, PyTorch lets through
+    too.)"""
+    if a.size == 0:
+        return False
+    for n, s in zip(a.shape, a.strides, strict=True):
+        if s == 0 and n > 1:
+            return True
+    return False
+
+
 def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """``a`` reshaped as a view of the same memory, or None when that needs a copy
     (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
@@ -202,6 +215,12 @@ class CpuBackend(Backend):
     _INPLACE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
 
     def inplace(self, op: str, dst: np.ndarray, src: Any) -> np.ndarray:
+        # (a C-contiguous array never has a stride-0 dim of extent > 1)
+        if not dst.flags.c_contiguous and _overlaps_itself(dst):
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation.")
         if not dst.flags.writeable:
             return super().inplace(op, dst, src)
         if op == "fill":
@@ -446,6 +465,16 @@ class CpuBackend(Backend):
 
     def broadcast_to(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         return own(np.broadcast_to(a, shape))
+
+    def expand(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """A view of ``a`` (stride 0 along the broadcast dims), writable when ``a``
+        is: a write through a part of it whose elements do not share memory
+        (``x.expand(3, 4)[0]``) reaches ``a``, as in PyTorch, and ``inplace``
+        refuses one whose elements do."""
+        v = np.broadcast_to(a, shape)
+        if a.flags.writeable:
+            v.flags.writeable = True
+        return v
 
     def getitem(self, a: np.ndarray, key: Any) -> np.ndarray:
         r = a[key]
