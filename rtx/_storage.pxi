@@ -125,6 +125,11 @@ cdef void* _alloc(Py_ssize_t cls) except NULL:
     return ptr
 
 
+cdef inline bint _fits(Py_ssize_t cls) noexcept:
+    """Whether a freed block of ``cls`` bytes may join the cache (under its limit)."""
+    return not _shutting_down and cls <= _cache_limit - _cached_bytes
+
+
 cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     """Give a block back: to the cache when it fits under the limit, else to the system.
 
@@ -132,17 +137,18 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     collection, which can free other Storages -- of the same size class too --
     through this function before the outer call resumes.  So the bucket (and
     the cache dict itself: a finaliser may call ``empty_cache()``) is looked up
-    only after that allocation, and nothing read before it is trusted after it.
-    (Before: the outer call then stored ``_cache[cls] = [ptr]`` over the bucket
-    the inner call had just made, and the inner block was lost, never returned
-    to the system.)  No other step here allocates a tracked object.
+    again after that allocation, and the limit checked again, before the block
+    goes in.  (Before: the outer call then stored ``_cache[cls] = [ptr]`` over
+    the bucket the inner call had just made, and the inner block was lost,
+    never returned to the system.)  No other step here allocates a tracked
+    object.
     """
     global _current_bytes, _frees, _cached_bytes, _system_frees
     cdef list bucket
     cdef list fresh
     _current_bytes -= cls
     _frees += 1
-    if not _shutting_down and cls <= _cache_limit - _cached_bytes:
+    if _fits(cls):
         try:
             addr = <uintptr_t>ptr          # an int: never runs a collection
             bucket = _cache.get(cls)
@@ -151,7 +157,7 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
                 bucket = _cache.get(cls)   # the cache as it is now
                 if bucket is None:
                     _cache[cls] = bucket = fresh
-            if not _shutting_down and cls <= _cache_limit - _cached_bytes:
+            if _fits(cls):                 # re-entered frees may have filled it
                 bucket.append(addr)
                 _cached_bytes += cls
                 return

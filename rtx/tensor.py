@@ -178,6 +178,10 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
         if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:  # numpy 2's protocol: never a silent copy under copy=False
+                raise ValueError(
+                    f"Unable to avoid copy while creating an array as requested: the tensor "
+                    f"is {a.dtype}, not {np.dtype(dtype)}")
             return a.astype(dtype)
         if copy:
             return a.copy()

@@ -447,6 +447,50 @@ def test_reentrant_free_during_bucket_creation_loses_no_block():
     assert _held_blocks() == held - 2    # both blocks back with the system
 
 
+def test_reentrant_free_keeps_the_cache_under_its_limit():
+    """The cache holds one block of the class: the finaliser's (inner) block takes
+    the room, so the outer block goes back to the system, not over the limit."""
+    n = 3 * 1024 * 1024 + 2333
+    ran = []
+
+    class Holder:
+        def __init__(self):
+            self.me = self
+            self.st = _kernels.Storage(n)
+
+        def __del__(self):
+            ran.append(_kernels.memory_stats()["cached_bytes"])
+            self.st = None
+
+    limit = _kernels.get_cache_limit()
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
+    gc.disable()
+    try:
+        gc.collect()
+        _kernels.empty_cache()
+        outer = _kernels.Storage(n)
+        before = _kernels.memory_stats()["current_bytes"]
+        h = Holder()
+        cls_bytes = _kernels.memory_stats()["current_bytes"] - before   # one size class
+        _kernels.set_cache_limit(cls_bytes)
+        del h
+        keep = _drain_list_free_list()
+        gc.set_threshold(1)
+        gc.enable()
+        del outer
+        gc.disable()
+        del keep
+        s = _kernels.memory_stats()
+        assert ran == [0]                   # inside the outer free, before it cached
+        assert s["cached_bytes"] == cls_bytes <= s["cache_limit"]
+    finally:
+        gc.set_threshold(*threshold)
+        if was_enabled:
+            gc.enable()
+        _kernels.set_cache_limit(limit)
+        _kernels.empty_cache()
+
+
 def test_reentrant_free_that_empties_the_cache_loses_no_block():
     """Same window, but the finaliser calls empty_cache(): the outer free must put
     its block in the cache that exists afterwards (not the detached one)."""
@@ -534,6 +578,7 @@ def test_writes_into_an_expanded_tensor_raise_before_anything_is_written(view_ba
         with pytest.raises(RuntimeError, match=OVERLAP):
             p.expand(4, 3).add_(1)
     assert p.tolist() == [1.0, 1.0, 1.0]
+    rtx.zeros(1, 0).expand(2, 0).add_(1)   # no elements: nothing overlaps (PyTorch agrees)
     b.clone().add_(1)                   # a copy is fine
     b.contiguous().add_(1)
     x.expand(1, 3).add_(1)              # nothing overlaps: writes x (as in PyTorch)
@@ -664,3 +709,16 @@ def test_property_expand_views_match_numpy(shape, seed, lead):
     else:
         e.add_(1.0)
         np.testing.assert_array_equal(x.numpy(), a + 1.0)
+
+
+# --------------------------------------------------------------------------
+# 5. relatives: the other export path (numpy's __array__ protocol)
+# --------------------------------------------------------------------------
+def test_array_protocol_never_copies_silently_under_copy_false():
+    t = rtx.ones(3)
+    with pytest.raises(ValueError, match="avoid copy"):
+        np.asarray(t, dtype=np.float64, copy=False)   # numpy's own rule for arrays
+    a = np.asarray(t, copy=False)
+    assert np.shares_memory(a, t.numpy())
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64          # copy=None: converts
+    assert not np.shares_memory(np.array(t, copy=True), t.numpy())

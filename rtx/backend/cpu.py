@@ -76,9 +76,8 @@ def _overlaps_itself(a: np.ndarray) -> bool:
     """Whether two elements of ``a`` are one memory location: a stride 0 along a
     dim of extent > 1 (an ``expand``) -- PyTorch's ``has_internal_overlap`` test.
     (Other self-overlapping layouts, from ``as_strided``, PyTorch lets through
-    too.)"""
-    if a.size == 0:
-        return False
+    too.)  For a non-empty ``a``: an empty array is C-contiguous (the caller's
+    shortcut), and has no two elements."""
     for n, s in zip(a.shape, a.strides, strict=True):
         if s == 0 and n > 1:
             return True
@@ -215,7 +214,7 @@ class CpuBackend(Backend):
     _INPLACE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
 
     def inplace(self, op: str, dst: np.ndarray, src: Any) -> np.ndarray:
-        # (a C-contiguous array never has a stride-0 dim of extent > 1)
+        # (a C-contiguous array -- every empty one is -- has no overlapping elements)
         if not dst.flags.c_contiguous and _overlaps_itself(dst):
             raise RuntimeError(
                 "unsupported operation: more than one element of the written-to tensor "
