@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 
 from ._autodiff.autodiff import Autodiff
 from .backend import Backend, CpuBackend
 
-_autodiffs: dict[int, Autodiff] = {}
+# id(backend) -> its Autodiff, held WEAKLY: the Autodiff holds the backend, so a
+# strong map kept every backend ever used alive (about 3.5 KB per
+# ``with rtx.use_backend(Fusion(CpuBackend())):``).  Whatever uses an Autodiff
+# (a tensor, the thread's or the process's default) holds it; once nothing does,
+# its entry goes, and the next use of the backend gets a new one (no tensor can
+# tell: none holds the old one).  ``ad.inner is backend`` guards against a
+# recycled id.
+_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()
 _local = threading.local()
 _CPU = CpuBackend()
 

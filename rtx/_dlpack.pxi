@@ -257,6 +257,17 @@ cdef object _owned_copy(arr):
     return out
 
 
+cdef bint _reversed(arr):
+    """Whether ``arr`` walks its memory backwards: a negative stride on a dim of
+    extent > 1, in an array with elements (elsewhere a stride moves nothing)."""
+    if arr.size == 0:
+        return False
+    for n, s in zip(arr.shape, arr.strides):
+        if s < 0 and n > 1:
+            return True
+    return False
+
+
 def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
                   bint copied=False):
     """A DLPack capsule for the numpy array ``arr`` (the body of ``Tensor.__dlpack__``).
@@ -268,6 +279,8 @@ def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
     Zero-copy unless ``copy=True``, or the array is read-only and the consumer
     only speaks DLPack < 1.0 (which cannot say "read-only"): then a copy is
     exported when ``copy`` is None and ``BufferError`` raised when it is False.
+    A view with negative strides raises ``BufferError`` unless ``copy=True``
+    (consumers abort on them: torch's from_dlpack throws a C++ exception).
     """
     global rtx_dlpack_exported
     import numpy as _np
@@ -291,6 +304,15 @@ def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
         )
     dtype = _dl_dtype(arr.dtype)
     ro = not arr.flags.writeable
+    if copy is not True and _reversed(arr):
+        # DLPack has no rule for negative strides and consumers do not take them:
+        # torch's from_dlpack throws a C++ exception that aborts the process.
+        # The array API's rule: BufferError for what cannot be exported as is.
+        raise BufferError(
+            f"DLPack cannot export a view with negative strides (strides {arr.strides}, "
+            f"shape {arr.shape}): most consumers (PyTorch) cannot take them. Pass "
+            "copy=True (e.g. torch.from_dlpack(t, copy=True)) or export t.contiguous()"
+        )
     if copy is True or (ro and not versioned):
         if copy is False:
             raise BufferError(
@@ -345,7 +367,9 @@ def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
     t.byte_offset = 0
     for i in range(ndim):
         dims[i] = arr.shape[i]
-        dims[ndim + i] = arr.strides[i] // itemsize
+        # a negative stride left here is on a dim of extent <= 1, or the array is
+        # empty (_reversed): it never moves an address, so export it positive
+        dims[ndim + i] = abs(arr.strides[i]) // itemsize
 
     # The capsule's strong reference to the owner, dropped by the deleter.
     Py_INCREF(arr)

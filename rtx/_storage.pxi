@@ -125,20 +125,42 @@ cdef void* _alloc(Py_ssize_t cls) except NULL:
     return ptr
 
 
+cdef inline bint _fits(Py_ssize_t cls) noexcept:
+    """Whether a freed block of ``cls`` bytes may join the cache (under its limit)."""
+    return not _shutting_down and cls <= _cache_limit - _cached_bytes
+
+
 cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
-    """Give a block back: to the cache when it fits under the limit, else to the system."""
+    """Give a block back: to the cache when it fits under the limit, else to the system.
+
+    Re-entrant: creating a bucket allocates a list, which can run a garbage
+    collection, which can free other Storages -- of the same size class too --
+    through this function before the outer call resumes.  So the bucket (and
+    the cache dict itself: a finaliser may call ``empty_cache()``) is looked up
+    again after that allocation, and the limit checked again, before the block
+    goes in.  (Before: the outer call then stored ``_cache[cls] = [ptr]`` over
+    the bucket the inner call had just made, and the inner block was lost,
+    never returned to the system.)  No other step here allocates a tracked
+    object.
+    """
     global _current_bytes, _frees, _cached_bytes, _system_frees
+    cdef list bucket
+    cdef list fresh
     _current_bytes -= cls
     _frees += 1
-    if not _shutting_down and cls <= _cache_limit - _cached_bytes:
+    if _fits(cls):
         try:
+            addr = <uintptr_t>ptr          # an int: never runs a collection
             bucket = _cache.get(cls)
             if bucket is None:
-                _cache[cls] = [<uintptr_t>ptr]
-            else:
-                bucket.append(<uintptr_t>ptr)
-            _cached_bytes += cls
-            return
+                fresh = []                 # may run a collection that re-enters _free
+                bucket = _cache.get(cls)   # the cache as it is now
+                if bucket is None:
+                    _cache[cls] = bucket = fresh
+            if _fits(cls):                 # re-entered frees may have filled it
+                bucket.append(addr)
+                _cached_bytes += cls
+                return
         except BaseException:  # noqa: B036 - never raise from a free path
             pass
     rtx_aligned_free(ptr)

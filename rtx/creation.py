@@ -210,7 +210,9 @@ def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> Te
 
     Zero-copy when the memory is on the CPU, C-contiguous and of a supported
     dtype (float32, float64, int32, int64, bool); strided memory is copied
-    (``copy=False`` then raises ``BufferError``).  ``copy=True`` always copies.
+    (``copy=False`` then raises ``BufferError``), and so is memory its producer
+    can only export as a copy (an rtx view with negative strides).  ``copy=True``
+    always copies.
     Read-only memory (a JAX array, a read-only numpy array) stays read-only:
     in-place rtx ops on the result compute into new memory instead of writing
     into the producer's.  The result never requires grad.
@@ -236,6 +238,13 @@ def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> Te
         a = np.from_dlpack(obj)
         if copy:
             a = a.copy()
+    except BufferError:
+        if copy is not None:
+            raise
+        # copy=None means "share when possible, else copy" (the array API's
+        # from_dlpack): a producer that cannot export its memory as is (an rtx
+        # view with negative strides) is asked for a copy.
+        a = np.from_dlpack(obj, copy=True)
     t = from_numpy(a)
     if copy is False and not np.may_share_memory(t.numpy(), a):
         raise BufferError(

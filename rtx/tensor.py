@@ -178,6 +178,10 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self.numpy()
         if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:  # numpy 2's protocol: never a silent copy under copy=False
+                raise ValueError(
+                    f"Unable to avoid copy while creating an array as requested: the tensor "
+                    f"is {a.dtype}, not {np.dtype(dtype)}")
             return a.astype(dtype)
         if copy:
             return a.copy()
@@ -715,7 +719,9 @@ class Tensor:
         """A DLPack capsule of this tensor's memory (zero-copy on the CPU backend).
 
         Other backends export a host copy (through ``to_numpy``).  Like PyTorch,
-        a tensor that requires grad must be ``.detach()``ed first.
+        a tensor that requires grad must be ``.detach()``ed first.  A view with
+        negative strides (``t[:, ::-1]``) raises ``BufferError`` unless
+        ``copy=True``: consumers cannot take such strides (PyTorch aborts).
         """
         if self._rg:
             raise RuntimeError(

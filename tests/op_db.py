@@ -238,6 +238,7 @@ OPS: list[OpInfo] = [
            errors=(_E("numel", lambda t: t.reshape(7), ValueError),)),
     OpInfo("permute", "shape", backend_call=lambda B, f: B.permute(f(X), (1, 0))),
     OpInfo("broadcast_to", "shape", backend_call=lambda B, f: B.broadcast_to(f(Y), (2, 4))),
+    OpInfo("expand", "shape", backend_call=lambda B, f: B.expand(f(Y), (3, 2, 4))),
     OpInfo("getitem", "shape",
            backend_call=lambda B, f: B.getitem(f(X), (slice(None), [1, 1]))),
     OpInfo("slice_backward", "shape",

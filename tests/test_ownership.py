@@ -157,6 +157,8 @@ SHARES = {
     "detach": lambda t: t.detach(),
     "same-dtype to()": lambda t: t.to(t.dtype),
     "contiguous()": lambda t: t.contiguous(),
+    "broadcast_to": lambda t: t[:1].broadcast_to((4, 6)),   # a view, as in PyTorch
+    "expand": lambda t: t[:, :1].expand(4, 6),
 }
 COPIES = {
     "clone": lambda t: t.clone(),
@@ -168,7 +170,6 @@ COPIES = {
     "reshape of transpose": lambda t: t.T.reshape(-1),
     "index_select": lambda t: rtx.index_select(t, [0, 1, 2, 3]),
     "t + 0": lambda t: t + 0,
-    "broadcast_to": lambda t: t[:1].broadcast_to((4, 6)),
 }
 
 

@@ -72,6 +72,18 @@ def own(a: np.ndarray) -> np.ndarray:
     return out
 
 
+def _overlaps_itself(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` are one memory location: a stride 0 along a
+    dim of extent > 1 (an ``expand``) -- PyTorch's ``has_internal_overlap`` test.
+    (Other self-overlapping layouts, from ``as_strided``, PyTorch lets through
+    too.)  For a non-empty ``a``: an empty array is C-contiguous (the caller's
+    shortcut), and has no two elements."""
+    for n, s in zip(a.shape, a.strides, strict=True):
+        if s == 0 and n > 1:
+            return True
+    return False
+
+
 def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     """``a`` reshaped as a view of the same memory, or None when that needs a copy
     (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
@@ -202,6 +214,12 @@ class CpuBackend(Backend):
     _INPLACE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
 
     def inplace(self, op: str, dst: np.ndarray, src: Any) -> np.ndarray:
+        # (a C-contiguous array -- every empty one is -- has no overlapping elements)
+        if not dst.flags.c_contiguous and _overlaps_itself(dst):
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation.")
         if not dst.flags.writeable:
             return super().inplace(op, dst, src)
         if op == "fill":
@@ -447,6 +465,16 @@ class CpuBackend(Backend):
     def broadcast_to(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         return own(np.broadcast_to(a, shape))
 
+    def expand(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """A view of ``a`` (stride 0 along the broadcast dims), writable when ``a``
+        is: a write through a part of it whose elements do not share memory
+        (``x.expand(3, 4)[0]``) reaches ``a``, as in PyTorch, and ``inplace``
+        refuses one whose elements do."""
+        v = np.broadcast_to(a, shape)
+        if a.flags.writeable:
+            v.flags.writeable = True
+        return v
+
     def getitem(self, a: np.ndarray, key: Any) -> np.ndarray:
         r = a[key]
         if type(r) is not _ndarray:  # numpy scalar from full integer indexing
@@ -476,7 +504,7 @@ class CpuBackend(Backend):
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
         if type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES:
             # the plan's cached grouping: same bits as the cold path below
-            ptr, perm = indices.csr()
+            ptr, perm = indices._grouping()
             out = empty((n,) + src.shape[1:], src.dtype)
             row = math.prod(src.shape[1:])
             scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
@@ -508,9 +536,9 @@ class CpuBackend(Backend):
         # two kernels with equal bits: by entry order (narrow rows, no grouping
         # needed) or over the CSR grouping
         if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
-            segment_softmax_entries(s2, plan.indices, plan.num_rows, o2, T)
+            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T)
         else:
-            ptr, perm = plan.csr()
+            ptr, perm = plan._grouping()
             segment_softmax_csr(s2, perm, ptr, o2, T)
         return out
 
@@ -522,15 +550,15 @@ class CpuBackend(Backend):
         out = empty(y.shape, y.dtype)
         y2, g2, o2, T = self._rows2d(y), self._rows2d(grad), self._rows2d(out), get_num_threads()
         if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
-            segment_softmax_backward_entries(y2, g2, plan.indices, plan.num_rows, o2, T)
+            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T)
         else:
-            ptr, perm = plan.csr()
+            ptr, perm = plan._grouping()
             segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
         return out
 
     def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_mean")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         segment_mean_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
@@ -539,7 +567,7 @@ class CpuBackend(Backend):
 
     def segment_mean_backward(self, grad: np.ndarray, index: Any, num_segments: int) -> np.ndarray:
         plan = as_plan_checked(index, num_segments, grad, "segment_mean_backward")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         out = empty((len(plan),) + grad.shape[1:], grad.dtype)
         segment_mean_backward_csr(self._rows2d(grad), perm, ptr, self._rows2d(out),
                                            get_num_threads())
@@ -547,7 +575,7 @@ class CpuBackend(Backend):
 
     def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
         plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_max")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         arg = empty((n,) + src.shape[1:], np.int64)
@@ -558,7 +586,7 @@ class CpuBackend(Backend):
     def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
                              num_entries: int) -> np.ndarray:
         plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
-        ptr, perm = plan.csr()
+        ptr, perm = plan._grouping()
         out = empty((num_entries,) + grad.shape[1:], grad.dtype)
         segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
                                           self._rows2d(out), get_num_threads())
@@ -570,10 +598,10 @@ class CpuBackend(Backend):
         ei, H = check_message(x.shape, x.dtype, edge_index, num_nodes,
                               None if weight is None else weight.shape,
                               None if weight is None else weight.dtype)
-        ptr, perm = ei.dst.csr()
+        ptr, perm = ei.dst._grouping()
         out = empty((ei.num_dst,) + x.shape[1:], x.dtype)
         w = self._rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-        message_csr(self._rows2d(x), ei.src.indices, w, weight is not None, perm, ptr,
+        message_csr(self._rows2d(x), ei.src._idx, w, weight is not None, perm, ptr,
                              self._rows2d(out), H, get_num_threads())
         return out
 
@@ -593,14 +621,14 @@ class CpuBackend(Backend):
             gw = empty(weight.shape, weight.dtype)
         if need_x:
             # one pass over the source grouping gives grad_x and grad_weight
-            ptr, perm = ei.src.csr()
+            ptr, perm = ei.src._grouping()
             gx = empty(x.shape, x.dtype)
             gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
             message_backward_csr(
-                g2, self._rows2d(x), ei.dst.indices, w, weighted, gw is not None, perm, ptr,
+                g2, self._rows2d(x), ei.dst._idx, w, weighted, gw is not None, perm, ptr,
                 self._rows2d(gx), gw2, H, get_num_threads())
         elif gw is not None:
-            sddmm_dot(g2, self._rows2d(x), ei.src.indices, ei.dst.indices,
+            sddmm_dot(g2, self._rows2d(x), ei.src._idx, ei.dst._idx,
                                gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw
 

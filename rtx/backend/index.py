@@ -88,7 +88,7 @@ def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarr
                          f"but this call has {rows}")
     if length is not None and len(plan) != length:
         raise ValueError(f"{op}(): len(indices) = {len(plan)} must equal src.shape[0] = {length}")
-    return plan.indices
+    return plan._idx
 
 
 def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:

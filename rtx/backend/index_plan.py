@@ -15,6 +15,14 @@ source, row 1 target, as PyG) as two plans: ``src`` (over ``num_src`` rows) and
 Kernels given a plan need no re-validation: nobody can change its indices.
 Ops given raw indices wrap them in a temporary plan (nothing is cached across
 calls).
+
+The plan's own arrays never leave it.  A read-only numpy array is no
+protection: numpy's ``__dlpack__`` exports it (a versioned capsule flagged
+read-only) and ``torch.from_dlpack`` / ``torch.from_numpy`` ignore the flag,
+handing out a writable tensor over the memory the kernels index with.  So the
+public accessors (``indices``, ``csr()``, ``counts()``) return fresh read-only
+copies in plain numpy memory; rtx's kernels use the private ``_idx`` and
+``_grouping()``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,14 @@ def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     except OverflowError:  # more bytes than a Py_ssize_t holds
         raise MemoryError(f"rtx: an index grouping of shape {shape} is too large") from None
     return np.ndarray(shape, dt, storage)  # type: ignore[arg-type]
+
+
+def _public_copy(a: np.ndarray) -> np.ndarray:
+    """A read-only copy of a plan's private array, in plain numpy memory (never an
+    ``IndexSnapshot``: the backends trust snapshots without copying them)."""
+    out = np.array(a, copy=True)
+    out.flags.writeable = False
+    return out
 
 
 def _check_rows(num_rows: Any, op: str, what: str = "num_rows") -> int:
@@ -86,8 +102,9 @@ class IndexPlan:
 
     @property
     def indices(self) -> np.ndarray:
-        """The checked indices (a read-only int32/int64 array owned by the plan)."""
-        return self._idx
+        """A read-only copy of the checked indices (int32/int64).  Writing to it by
+        any route (DLPack, ``torch.from_numpy``) never reaches the plan."""
+        return _public_copy(self._idx)
 
     @property
     def num_rows(self) -> int:
@@ -108,7 +125,13 @@ class IndexPlan:
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, perm)``: int64 row pointers (``num_rows + 1``) and the stable
-        permutation grouping positions by index.  Computed once, then cached."""
+        permutation grouping positions by index, as read-only copies.  The
+        grouping itself is computed once and cached (private to the plan)."""
+        ptr, perm = self._grouping()
+        return _public_copy(ptr), _public_copy(perm)
+
+    def _grouping(self) -> tuple[np.ndarray, np.ndarray]:
+        """The cached ``(ptr, perm)`` the kernels index with (never handed out)."""
         csr = self._csr
         if csr is None:
             with self._lock:
@@ -127,7 +150,7 @@ class IndexPlan:
 
     def counts(self) -> np.ndarray:
         """How many indices point at each row (``num_rows`` int64)."""
-        ptr, _ = self.csr()
+        ptr, _ = self._grouping()
         return np.diff(ptr)
 
     def __repr__(self) -> str:
@@ -154,7 +177,7 @@ class EdgeIndex:
         ns = _check_rows(num_src, op, "num_src")
         nd = ns if num_dst is None else _check_rows(num_dst, op, "num_dst")
         if isinstance(edge_index, EdgeIndex):
-            src, dst = edge_index.src.indices, edge_index.dst.indices
+            src, dst = edge_index.src._idx, edge_index.dst._idx
         else:
             ei = _host_indices(edge_index)
             if not isinstance(ei, np.ndarray):

@@ -83,7 +83,7 @@ class MessageOps(HostRoundTrip):
         xs = self._h(x)
         w = None if weight is None else self._h(weight)
         return self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
-            np_message_passing(xs, ei.src.indices, ei.dst.indices, ei.num_dst, w)))
+            np_message_passing(xs, ei.src._idx, ei.dst._idx, ei.num_dst, w)))
 
     def message_passing_backward(self, grad: Any, x: Any, edge_index: Any, weight: Any,
                                  need_x: bool = True, need_weight: bool = True
@@ -95,9 +95,9 @@ class MessageOps(HostRoundTrip):
         gx = gw = None
         if need_x:
             gx = self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
-                np_message_passing(g, ei.dst.indices, ei.src.indices, ei.num_src, w)))
+                np_message_passing(g, ei.dst._idx, ei.src._idx, ei.num_src, w)))
         if need_weight and w is not None:
-            prod = g[ei.dst.indices] * xs[ei.src.indices]
+            prod = g[ei.dst._idx] * xs[ei.src._idx]
             gw = prod.reshape(prod.shape[0], -1).sum(axis=1) if w.ndim == 1 else prod.sum(axis=2)
             gw = self.from_numpy(np.ascontiguousarray(gw.astype(xs.dtype, copy=False)))  # type: ignore[attr-defined]
         return gx, gw

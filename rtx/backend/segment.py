@@ -112,22 +112,22 @@ class SegmentOps(HostRoundTrip):
         shape = tuple(self.shape(scores))  # type: ignore[attr-defined]
         plan = check_segment(shape, self.dtype(scores), index, num_segments,  # type: ignore[attr-defined]
                              "segment_softmax")
-        return self._host(lambda a: np_segment_softmax(a, plan.indices, plan.num_rows), scores)
+        return self._host(lambda a: np_segment_softmax(a, plan._idx, plan.num_rows), scores)
 
     def segment_softmax_backward(self, y: Any, grad: Any, index: Any, num_segments: int) -> Any:
         plan = as_plan(index, num_segments, "segment_softmax_backward")
         return self._host(
-            lambda a, g: np_segment_softmax_backward(a, g, plan.indices, plan.num_rows), y, grad)
+            lambda a, g: np_segment_softmax_backward(a, g, plan._idx, plan.num_rows), y, grad)
 
     def segment_mean(self, src: Any, index: Any, num_segments: int) -> Any:
         shape = tuple(self.shape(src))  # type: ignore[attr-defined]
         plan = check_segment(shape, self.dtype(src), index, num_segments,  # type: ignore[attr-defined]
                              "segment_mean")
-        return self._host(lambda a: np_segment_mean(a, plan.indices, plan.num_rows), src)
+        return self._host(lambda a: np_segment_mean(a, plan._idx, plan.num_rows), src)
 
     def segment_mean_backward(self, grad: Any, index: Any, num_segments: int) -> Any:
         plan = as_plan(index, num_segments, "segment_mean_backward")
-        return self._host(lambda g: np_segment_mean_backward(g, plan.indices, plan.num_rows),
+        return self._host(lambda g: np_segment_mean_backward(g, plan._idx, plan.num_rows),
                           grad)
 
     def segment_max(self, src: Any, index: Any, num_segments: int) -> tuple[Any, Any]:
@@ -135,7 +135,7 @@ class SegmentOps(HostRoundTrip):
         shape = tuple(self.shape(src))  # type: ignore[attr-defined]
         plan = check_segment(shape, self.dtype(src), index, num_segments,  # type: ignore[attr-defined]
                              "segment_max")
-        m, arg = np_segment_max(self._h(src), plan.indices, plan.num_rows)
+        m, arg = np_segment_max(self._h(src), plan._idx, plan.num_rows)
         return self.from_numpy(m), self.from_numpy(arg)  # type: ignore[attr-defined]
 
     def segment_max_backward(self, grad: Any, argmax: Any, index: Any, num_entries: int) -> Any:

@@ -20,7 +20,8 @@ def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.nda
 class ShapeOps(HostRoundTrip):
     FAMILY = "shape"  # the op names below: what a decorator backend forwards as a family
     OPS: tuple[str, ...] = (
-        "reshape", "permute", "broadcast_to", "getitem", "slice_backward", "concat", "stack",
+        "reshape", "permute", "broadcast_to", "expand", "getitem", "slice_backward", "concat",
+        "stack",
     )
 
     def reshape(self, a: Any, shape: tuple[int, ...]) -> Any:
@@ -42,7 +43,17 @@ class ShapeOps(HostRoundTrip):
         return self._host(np.transpose, a, axes=dims)
 
     def broadcast_to(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """``a`` broadcast to ``shape`` as a new array (the op rules' internal use)."""
         return self._host(lambda x: np.array(np.broadcast_to(x, shape)), a)
+
+    def expand(self, a: Any, shape: tuple[int, ...]) -> Any:
+        """``a`` broadcast to ``shape`` for ``Tensor.expand`` / ``broadcast_to``.
+
+        A backend with strided views returns a VIEW (stride 0 along the
+        broadcast dims, sharing ``a``'s memory, reported by ``aliases``), as
+        PyTorch does; in-place writes into a view whose elements share memory
+        must then raise.  The default: a copy (``broadcast_to``)."""
+        return self.broadcast_to(a, shape)
 
     def getitem(self, a: Any, key: Any) -> Any:
         return self._host(lambda x: np.array(x[key]), a)

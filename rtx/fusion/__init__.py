@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 
 from .._backend_state import get_default_backend, set_default_backend, use_backend
@@ -22,7 +24,12 @@ from .backend import FUSABLE_OPS, Fusion, Lazy
 
 __all__ = ["FUSABLE_OPS", "Fusion", "Lazy", "enabled", "env_enabled", "fusion_for"]
 
-_fusions: dict[int, Fusion] = {}
+# id(inner) -> the Fusion over it, held WEAKLY (the Fusion holds ``inner``: a
+# strong map kept every inner backend ever fused alive).  The Fusion lives while
+# anything uses it (its tensors, a default backend); after that the next
+# ``fusion_for(inner)`` makes a new one (its program cache starts empty).
+_fusions: weakref.WeakValueDictionary[int, Fusion] = weakref.WeakValueDictionary()
+_fusions_lock = threading.Lock()
 
 
 def fusion_for(inner: Backend) -> Fusion:
@@ -31,7 +38,10 @@ def fusion_for(inner: Backend) -> Fusion:
         return inner
     f = _fusions.get(id(inner))
     if f is None or f.inner is not inner:
-        f = _fusions[id(inner)] = Fusion(inner)
+        with _fusions_lock:  # check-then-insert: two threads must not make two
+            f = _fusions.get(id(inner))
+            if f is None or f.inner is not inner:
+                f = _fusions[id(inner)] = Fusion(inner)
     return f
 
 

@@ -1,6 +1,12 @@
 """Op rules, index family: index_select, index_add (each other's adjoint).
 
-Each rule's forward and backward side by side (see ``base.py``)."""
+Each rule's forward and backward side by side (see ``base.py``).
+
+The saved indices are an immutable snapshot the backends reuse without copying
+(``rtx.backend.index.snapshot``); a numpy array over it can still be exported
+writable (``torch.from_dlpack`` ignores numpy's read-only flag), so it is kept
+under a private name (``ctx._indices``), never a public attribute of
+``grad_fn.ctx``."""
 
 from __future__ import annotations
 
@@ -18,12 +24,12 @@ class IndexSelect(Op):
     @staticmethod
     def forward(ctx, B, x, indices):
         out = B.index_select(x, indices)
-        ctx.indices, ctx.n = indices, B.shape(x)[0]
+        ctx._indices, ctx.n = indices, B.shape(x)[0]
         return out
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.index_add(g, ctx.indices, ctx.n), None)
+        return (B.index_add(g, ctx._indices, ctx.n), None)
 
 
 class IndexAdd(Op):
@@ -36,9 +42,9 @@ class IndexAdd(Op):
     @staticmethod
     def forward(ctx, B, src, indices, num_rows):
         out = B.index_add(src, indices, num_rows)
-        ctx.indices = indices
+        ctx._indices = indices
         return out
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.index_select(g, ctx.indices), None, None)
+        return (B.index_select(g, ctx._indices), None, None)

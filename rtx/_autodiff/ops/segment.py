@@ -2,7 +2,8 @@
 
 ``index`` reaching these rules is always an ``IndexPlan`` (the public faces
 wrap raw indices once), so the backward pass reuses the forward's checked
-indices and CSR grouping.
+indices and CSR grouping.  (``segment_max``'s argmax positions are kept as
+``ctx._argmax``: the backward kernel scatters by them, after a check.)
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ class SegmentMax(Op):
 
     @staticmethod
     def forward(ctx, B, src, index, num_segments):
-        out, ctx.argmax = B.segment_max(src, index, num_segments)
+        out, ctx._argmax = B.segment_max(src, index, num_segments)
         ctx.index, ctx.e = index, B.shape(src)[0]
         return out
 
     @staticmethod
     def backward(ctx, B, g):
-        return (B.segment_max_backward(g, ctx.argmax, ctx.index, ctx.e), None, None)
+        return (B.segment_max_backward(g, ctx._argmax, ctx.index, ctx.e), None, None)

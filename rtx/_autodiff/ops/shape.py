@@ -42,6 +42,9 @@ class Permute(Op):
 
 
 class BroadcastTo(Op):
+    """``Tensor.expand`` / ``broadcast_to``: a view where the backend has views
+    (``B.expand``); the backward sums over the broadcast dims."""
+
     name = "broadcast_to"
     saves = ()
     view = True
@@ -49,7 +52,7 @@ class BroadcastTo(Op):
     @staticmethod
     def forward(ctx, B, a, shape):
         ctx.shape = tuple(B.shape(a))
-        return B.broadcast_to(a, shape)
+        return B.expand(a, shape)
 
     @staticmethod
     def backward(ctx, B, g):
