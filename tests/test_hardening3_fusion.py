@@ -256,3 +256,43 @@ def test_clear_cache_waits_for_a_flush_in_progress():
         assert t.is_alive() and fz.cache_info()["size"] == 1
     t.join()
     assert fz.cache_info()["size"] == 0
+
+
+def test_fusion_for_makes_one_fusion_when_threads_race(monkeypatch):
+    """Two threads asking for the Fusion over the same backend at once get the
+    same one (the lookup-then-insert was unlocked: a slow constructor let both
+    threads build their own, and their tensors could not be mixed)."""
+    import time
+
+    import rtx.fusion as fusion_pkg
+
+    class SlowFusion(Fusion):
+        def __init__(self, inner, **kw):
+            time.sleep(0.2)
+            super().__init__(inner, **kw)
+
+    monkeypatch.setattr(fusion_pkg, "Fusion", SlowFusion)
+    inner = rtx.CpuBackend()
+    got = []
+    ts = [threading.Thread(target=lambda: got.append(fusion_pkg.fusion_for(inner)))
+          for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert len(got) == 2 and got[0] is got[1]
+    assert fusion_pkg.fusion_for(inner) is got[0]
+
+
+def test_fusion_for_does_not_keep_unused_backends_alive():
+    import gc
+    import weakref
+
+    import rtx.fusion as fusion_pkg
+
+    inner = rtx.CpuBackend()
+    f = fusion_pkg.fusion_for(inner)
+    ref = weakref.ref(inner)
+    del f, inner
+    gc.collect()
+    assert ref() is None

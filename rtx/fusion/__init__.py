@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 
 from .._backend_state import get_default_backend, set_default_backend, use_backend
@@ -22,7 +24,10 @@ from .backend import FUSABLE_OPS, Fusion, Lazy
 
 __all__ = ["FUSABLE_OPS", "Fusion", "Lazy", "enabled", "env_enabled", "fusion_for"]
 
-_fusions: dict[int, Fusion] = {}
+# id(inner) -> its Fusion, held weakly: a Fusion lives while something uses it (its
+# tensors, the backend state); it holds ``inner``, so the id is not reused meanwhile.
+_fusions: weakref.WeakValueDictionary[int, Fusion] = weakref.WeakValueDictionary()
+_fusions_lock = threading.Lock()
 
 
 def fusion_for(inner: Backend) -> Fusion:
@@ -31,7 +36,11 @@ def fusion_for(inner: Backend) -> Fusion:
         return inner
     f = _fusions.get(id(inner))
     if f is None or f.inner is not inner:
-        f = _fusions[id(inner)] = Fusion(inner)
+        with _fusions_lock:  # check-then-insert: two threads must not make two
+            f = _fusions.get(id(inner))
+            if f is None or f.inner is not inner:
+                f = Fusion(inner)
+                _fusions[id(inner)] = f
     return f
 
 
