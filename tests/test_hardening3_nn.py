@@ -127,6 +127,56 @@ def test_gatconv_cache_follows_in_place_edits_and_keeps_a_private_copy():
     assert conv._edges.entry is not entry      # replaced as a whole
 
 
+class _RacingNumpy:
+    """numpy, except that ``array_equal`` first lets "another thread" run
+    ``during()`` (once): what can happen while numpy compares without the GIL."""
+
+    def __init__(self, during):
+        self._during = during
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def array_equal(self, a, b):
+        during, self._during = self._during, None
+        if during is not None:
+            during()
+        return np.array_equal(a, b)
+
+
+def test_gatconv_cache_hit_returns_the_entry_it_compared(monkeypatch):
+    """Deterministic form of the race: while the cached edges are compared,
+    another caller stores its own entry.  The hit must return the plan of the
+    entry that was compared (read once), not whatever is stored by then."""
+    import rtx.nn.conv.gat_conv as gat_mod
+
+    rng = np.random.default_rng(13)
+    g1, g2 = rng.integers(0, 9, (2, 30)), rng.integers(0, 9, (2, 30))
+    cache = gat_mod._EdgeCache()
+    ei1, _, _ = cache.get(g1, 9, 9, True)
+    monkeypatch.setattr(gat_mod, "np", _RacingNumpy(lambda: cache.get(g2, 9, 9, True)))
+    ei, keep, loops = cache.get(g1, 9, 9, True)
+    assert ei is ei1 and loops == 9
+    np.testing.assert_array_equal(keep, g1[0] != g1[1])
+    assert cache.entry[3] is not ei1                  # the other caller's entry stays
+
+
+def test_hetgat_cache_hit_returns_the_entry_it_compared(monkeypatch):
+    import rtx.nn.models.hetgat as het_mod
+
+    g = synthetic_hetgraph(60, seed=6)
+    x = {k: rtx.tensor(v) for k, v in g.x_dict.items()}
+    rtx.manual_seed(0)
+    m = HetGAT(g.metadata(), g.num_features_dict, 8, g.num_classes, heads=2)
+    et = g.edge_types[0]
+    e1 = g.edge_index_dict[et]
+    e2 = e1.copy()
+    e2[0] = e2[0][::-1]
+    first = m._edges(et, {et: e1}, x)
+    monkeypatch.setattr(het_mod, "np", _RacingNumpy(lambda: m._edges(et, {et: e2}, x)))
+    assert m._edges(et, {et: e1}, x) is first
+
+
 # --------------------------------------------- 4. bipartite output size as PyG
 def test_bipartite_without_x_dst_has_size1_rows():
     """``(x_src, None)`` with ``size=(N_src, N_dst)``: N_dst rows (PyG); without
@@ -374,31 +424,33 @@ def test_heteroconv_mean_divides_by_the_relations_reaching_each_type():
     np.testing.assert_allclose(out["user"].numpy(), rc, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("strategy", ["csr", "auto"])
-def test_segment_softmax_float32_wide_rows_logits_near_1000(strategy, backend):
-    """float32 logits around 1000 in wide segments (thousands of entries): exp
-    overflows without the '- max' shift.  Values against a float64 numpy
-    reference, not just one kernel against another."""
+@pytest.mark.parametrize("heads", [2, 16], ids=["entry-order", "csr"])
+def test_segment_softmax_float32_wide_rows_logits_near_1000(heads, backend):
+    """float32 logits around +-1000 in wide segments (thousands of entries each):
+    exp overflows without the '- max' shift.  Values against a float64 numpy
+    reference, not one kernel against the other.  16 heads of float32 (64-byte
+    rows) take the CPU backend's CSR kernel, 2 heads its entry-order kernel."""
+    from rtx._kernels import softmax_entry_mode
+
+    rtx.set_num_threads(2)                      # (conftest restores the default)
+    assert softmax_entry_mode(heads, 4, 2, False) == (heads == 2)
     rng = np.random.default_rng(10)
     n_seg, width = 6, 3000
     idx = np.repeat(np.arange(n_seg), width)
     rng.shuffle(idx)
-    s = (1000.0 + rng.standard_normal((idx.size, 2)) * 3).astype(np.float32)
+    s = (1000.0 + rng.standard_normal((idx.size, heads)) * 3).astype(np.float32)
     s[idx == 2] -= 2000.0                       # a segment near -1000 too
-    plan = rtx.IndexPlan(idx, n_seg)
-    if strategy == "csr":
-        plan.csr()                              # the grouped (CSR) path
-    got = rtx.segment_softmax(rtx.tensor(s), plan, n_seg).numpy()
+    got = rtx.segment_softmax(rtx.tensor(s), idx, n_seg).numpy()
     s64 = s.astype(np.float64)
-    m = np.full((n_seg, 2), -np.inf)
+    m = np.full((n_seg, heads), -np.inf)
     np.maximum.at(m, idx, s64)
     e = np.exp(s64 - m[idx])
-    z = np.zeros((n_seg, 2))
+    z = np.zeros((n_seg, heads))
     np.add.at(z, idx, e)
     want = e / z[idx]
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-9)
-    sums = np.zeros((n_seg, 2))
+    sums = np.zeros((n_seg, heads))
     np.add.at(sums, idx, got.astype(np.float64))
     np.testing.assert_allclose(sums, 1.0, rtol=1e-4)
 
