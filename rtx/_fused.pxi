@@ -243,10 +243,11 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
             keep = x >= 0
             d[i] = _sel(keep, p, q)
     elif op == FX_RELU:
-        # maximum(x, 0): NaN propagates
+        # maximum(x, 0) exactly as numpy's (the CPU backend's): NaN propagates,
+        # and the 0 wins a tie (relu(-0.0) is +0.0)
         for i in range(n):
             x = a[i]
-            keep = (x >= 0) | (x != x)
+            keep = (x > 0) | (x != x)
             d[i] = _sel(keep, x, 0)
     elif op == FX_LEAKY_RELU:
         for i in range(n):
@@ -291,16 +292,18 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
             else:
                 d[i] = c_pow(a[i], b[i])
     elif op == FX_MAXIMUM:
+        # numpy's rule bit for bit: a NaN operand is returned (the first if both
+        # are NaN), and a tie (-0.0 vs +0.0) returns the second operand
         for i in range(n):
             x = a[i]
             y = b[i]
-            keep = (x >= y) | (x != x)
+            keep = (x > y) | (x != x)
             d[i] = _sel(keep, x, y)
     elif op == FX_MINIMUM:
         for i in range(n):
             x = a[i]
             y = b[i]
-            keep = (x <= y) | (x != x)
+            keep = (x < y) | (x != x)
             d[i] = _sel(keep, x, y)
     elif op == FX_EQ:
         for i in range(n):

@@ -25,7 +25,10 @@ from .tensor import (
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
-    A numpy array keeps its dtype; Python floats become float32 and ints int64.
+    The dtype is PyTorch's: a numpy array or numpy scalar keeps its dtype (float16
+    becomes float32, integers rtx lacks int64); Python floats become float32, ints
+    int64, bools bool; a list promotes its leaves as ``torch.promote_types`` does
+    (a float of any width wins over integers).  See docs/pytorch-parity.md.
     """
     ad = _backend_state.default_autodiff()
     a = _to_host(data, dtype)
@@ -101,8 +104,16 @@ def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None,
          requires_grad: bool = False) -> Tensor:
     if dtype is None:
-        dtype = int64 if isinstance(fill_value, int) and not isinstance(fill_value, bool) else (
-            np.bool_ if isinstance(fill_value, bool) else float32)
+        # PyTorch's torch.full: a bool fill gives bool, an integer (Python or numpy)
+        # int64, anything else (a float, a numpy float of any width, np.bool_) float32
+        if isinstance(fill_value, bool):
+            dtype = np.bool_
+        elif isinstance(fill_value, (int, np.integer)):
+            dtype = int64
+        else:
+            dtype = float32
+    if isinstance(fill_value, np.generic) and fill_value.dtype.kind in "biuf":
+        fill_value = fill_value.item()   # a Python number (range-checked like one)
     return _new((tuple(shape),), dtype, requires_grad, fill_value)
 
 
@@ -121,7 +132,8 @@ def _arange_number(v: Any, name: str) -> int | float:
             raise TypeError(f"arange(): {name} must be a number, got a tensor of shape {v.shape}")
         v = v.item()
     elif isinstance(v, np.generic) and v.dtype.kind in "biuf":
-        v = v.item()
+        # np.bool_ counts as a float, as PyTorch's arange takes it
+        v = float(v) if v.dtype.kind == "b" else v.item()
     if not isinstance(v, (int, float)):  # (bool is an int, as in Python)
         raise TypeError(f"arange(): {name} must be a number, not {type(v).__name__}")
     return v
@@ -139,7 +151,9 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
     if step == 0:
         raise ValueError("arange: step must be non-zero")
     if dtype is None:
-        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end, step))
+        # PyTorch: int64 when start, end and step are all integers (bools count as
+        # integers, as in torch.arange(True)), else the default float32
+        ints = all(isinstance(v, int) for v in (start, end, step))
         dtype = int64 if ints else float32
     return tensor(np.arange(start, end, step, dtype=_check_dtype(dtype)),
                   requires_grad=requires_grad)

@@ -867,14 +867,29 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
             a = np.asarray(data)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
-        if a.dtype.kind == "u" or (a.dtype.kind == "O" and _all_ints(a)):
+        kind = a.dtype.kind
+        # PyTorch's dtype (None: let numpy's inference decide, as for a bare Python number)
+        want = _infer_dtype(data) if dtype is None and kind in "biufO" else None
+        if want is not None and want.kind == "f":
+            pass  # Python ints of any size become floats here (as in PyTorch)
+        elif kind == "u" or (kind == "O" and (_all_ints(a) or want is not None)):
             _check_int64_range(a)  # Python ints beyond int64 never wrap
-        elif a.dtype.kind == "f" and a.size and not np.nanmax(np.abs(a)) < 2.0**63:
+        elif (kind == "f" and a.size and a.dtype.itemsize >= 4
+              and not np.nanmax(np.abs(a)) < 2.0**63):
             # numpy turns [1, 2**63] into float64: find such ints among the values
             _check_int64_range(np.asarray(data, dtype=object))
         if dtype is None:
-            kind = a.dtype.kind
-            if kind == "f" or (kind == "O" and _all_numbers(a)):
+            if want is not None:
+                if kind == "O":
+                    if not _all_numbers(a):
+                        raise TypeError(
+                            f"cannot build a tensor from data of type {type(data).__name__} "
+                            f"(numpy inferred {a.dtype})"
+                        )
+                    a = np.asarray(a.tolist(), dtype=want)
+                elif a.dtype != want:
+                    a = a.astype(want)
+            elif kind == "f" or (kind == "O" and _all_numbers(a)):
                 a = a.astype(float32) if kind == "f" else np.asarray(a.tolist(), dtype=float32)
             elif kind in "iu":
                 a = a.astype(int64)
@@ -898,6 +913,82 @@ def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
     return a
 
 
+# PyTorch's inference (torch.tensor): each leaf has a dtype -- a Python bool
+# bool, int int64, float the default float32; a numpy scalar, a numpy array or
+# an rtx tensor inside a sequence its own dtype -- and the result promotes them
+# with torch.promote_types: floats win over integers whatever their width
+# (int64 with float32 is float32, unlike numpy), the wider float or integer
+# wins within a kind, bool loses to everything.  Dtypes rtx lacks are widened
+# within their kind: float16 -> float32, other integers -> int64.
+_PY_LEAVES = {bool: bool_, int: int64, float: float32}
+
+
+def _leaf_dtypes(data: Any) -> set[np.dtype] | None:
+    """The dtypes of the leaves of a (nested) list / tuple, or None when a leaf is
+    of a kind this walk does not know (numpy's own inference then decides)."""
+    found: set[np.dtype] = set()
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        seq = stack.pop()
+        if id(seq) in seen:   # a repeated (or self-containing) sub-list
+            continue
+        seen.add(id(seq))
+        for t in set(map(type, seq)):
+            py = _PY_LEAVES.get(t)
+            if py is not None:
+                found.add(py)
+            elif t is list or t is tuple:
+                stack.extend(v for v in seq if type(v) is t)
+            elif issubclass(t, np.generic):
+                found.add(np.dtype(t))
+            elif issubclass(t, (np.ndarray, Tensor)):
+                found.update(v.dtype for v in seq if type(v) is t)
+            else:
+                return None
+    return found
+
+
+def _widen(dt: np.dtype) -> np.dtype | None:
+    """``dt`` if rtx has it, else the rtx dtype of its kind that holds it (None
+    for kinds rtx has no dtype of: complex, strings, ...)."""
+    if dt in SUPPORTED_DTYPES:
+        return dt
+    if dt.kind == "f" and dt.itemsize <= 8:
+        return float32 if dt.itemsize < 4 else float64
+    if dt.kind in "iu":
+        return int64
+    return None
+
+
+def _infer_dtype(data: Any) -> np.dtype | None:
+    """The dtype PyTorch gives ``torch.tensor(data)`` for a numpy scalar or a
+    (nested) list / tuple, widened to an rtx dtype; None: not such data, or a
+    kind rtx has no dtype of."""
+    if isinstance(data, np.generic):
+        return _widen(data.dtype)
+    if type(data) is not list and type(data) is not tuple:
+        return None
+    leaves = _leaf_dtypes(data)
+    if not leaves:
+        return None                     # empty, or unknown leaves: numpy decides
+    floats = [d for d in leaves if d.kind == "f"]
+    if floats:
+        return _widen(max(floats, key=lambda d: d.itemsize))
+    ints = [d for d in leaves if d.kind in "iu"]
+    if ints:
+        if len(ints) == 1:
+            return _widen(ints[0])
+        try:
+            r = np.result_type(*ints)   # integer widening (uint8 + int8 -> int16)
+        except TypeError:
+            return None
+        return _widen(r) if r.kind in "iu" else int64   # uint64 + int: int64, range-checked
+    if all(d.kind == "b" for d in leaves):
+        return bool_
+    return None
+
+
 def _all_ints(a: np.ndarray) -> bool:
     return all(type(v) is int for v in a.reshape(-1).tolist())
 
@@ -913,7 +1004,9 @@ def _check_int64_range(a: np.ndarray) -> None:
 
 
 def _all_numbers(a: np.ndarray) -> bool:
-    return all(isinstance(v, (int, float)) for v in a.reshape(-1).tolist())
+    return all(isinstance(v, (int, float)) or (isinstance(v, np.generic)
+                                                and v.dtype.kind in "biuf")
+               for v in a.reshape(-1).tolist())
 
 
 def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
@@ -936,12 +1029,20 @@ def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
     if isinstance(x, Tensor):
         return x
     if scalars:
-        if isinstance(x, _scalars):
+        if isinstance(x, np.generic):
+            # a numpy scalar acts as the Python number of its kind (PyTorch): it
+            # must not pass as one (np.float64 is a float subclass) and then
+            # promote like a float64 array in numpy (float32 * np.float64(2) is
+            # float32, as in PyTorch)
+            if x.dtype.kind in "biuf":
+                v = x.item()
+                if type(v) is int and not _I64_MIN <= v <= _I64_MAX:
+                    _check_int64(v)
+                return v
+        elif isinstance(x, _scalars):
             if type(x) is int and not _I64_MIN <= x <= _I64_MAX:
                 _check_int64(x)
             return x
-        if isinstance(x, np.generic) and x.dtype.kind in "biuf":
-            return x.item()
     if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
         return _as_tensor(x, ad)
     raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")

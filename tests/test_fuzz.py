@@ -531,6 +531,29 @@ py_scalars = st.one_of(st.integers(-5, 5), st.floats(allow_nan=True, allow_infin
 py_data = st.recursive(py_scalars, lambda ch: st.lists(ch, max_size=4), max_leaves=12)
 
 
+def _torch_leaf_kind(data):
+    """PyTorch's result kind for a (nested) list: 'f' if any leaf is a float
+    (Python or numpy, any width), else 'i' if any is an integer, else 'b'; None
+    for a scalar, an empty list or a leaf of another type (numpy decides)."""
+    if not isinstance(data, list):
+        return None
+    kinds = set()
+    stack = list(data)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, (bool, np.bool_)):
+            kinds.add("b")
+        elif isinstance(v, (float, np.floating)):
+            kinds.add("f")
+        elif isinstance(v, (int, np.integer)):
+            kinds.add("i")
+        else:
+            return None
+    return next((k for k in "fib" if k in kinds), None)
+
+
 def model_tensor(data, dtype=None) -> np.ndarray:
     if isinstance(data, np.ndarray):
         a = data
@@ -539,6 +562,16 @@ def model_tensor(data, dtype=None) -> np.ndarray:
             a = np.asarray(data)
         except (ValueError, TypeError, OverflowError):
             raise Expect(ValueError, TypeError) from None
+        kind = _torch_leaf_kind(data) if dtype is None else None
+        if kind is not None:
+            # PyTorch's promotion of the leaves (floats win; rtx widens float16 to
+            # float32 and small integers to int64); Python ints past int64 only
+            # fit a float result
+            vals = np.asarray(data, dtype=object).reshape(-1).tolist()
+            if kind != "f" and any(type(v) is int and not -2**63 <= v < 2**63 for v in vals):
+                raise Expect(OverflowError)
+            want = {"f": np.float32, "i": np.int64, "b": np.bool_}[kind]
+            return np.asarray([want(v) for v in vals], dtype=want).reshape(a.shape)
         if a.dtype.kind == "u" or (a.dtype.kind == "O" and all(
                 type(v) is int for v in a.reshape(-1).tolist())):
             if any(type(v) is int and not -2**63 <= v < 2**63 for v in a.reshape(-1).tolist()):

@@ -86,7 +86,7 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            n = Node(op, ctx, tuple(parents))
+            n = Node(op, ctx, tuple(parents), self.inner.dtype(out))
             res = T._make(out, self, True, n)
             if op.view:
                 _share_counter(self.inner, res, args[0])

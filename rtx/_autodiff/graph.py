@@ -46,14 +46,19 @@ class Node:
     consumer before what it consumes (a reverse topological order).
     """
 
-    __slots__ = ("op", "ctx", "parents", "released", "seq", "versions", "__weakref__")
+    __slots__ = ("op", "ctx", "parents", "released", "seq", "versions", "dtype",
+                 "__weakref__")
 
-    def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...]) -> None:
+    def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...], dtype: Any = None) -> None:
         self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
         self.ctx = ctx          # saved state (None once released)
         self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
         self.released = False
         self.seq = _next_seq()
+        # the (single) output's dtype: the gradient reaching the node is cast to it
+        # before the rule runs, as PyTorch's engine does (None: multi-output nodes,
+        # whose rule casts each output's gradient itself)
+        self.dtype = dtype
         # [(version counter, version at save, input index or -1 = output, prim)] of
         # the buffers the forward saved, checked before backward (None: none saved)
         self.versions: list[tuple[list[int], int, Any, Any]] | None = None
@@ -235,6 +240,11 @@ def _engine(
             for v in vs:
                 if v[0][0] != v[1]:  # a saved buffer was modified in place since
                     _check_versions(B, n)
+        dt = n.dtype
+        if dt is not None and B.dtype(g) != dt:
+            # a consumer of another dtype (a float32 output times a float64 tensor)
+            # sent a gradient of its own dtype: every rule gets its output's dtype
+            g = B.cast(g, dt)
         g_shared = key in shared
         if g_shared:
             shared.discard(key)

@@ -107,10 +107,12 @@ class _FunctionOp:
         gs = list(g) if ctx._n_out > 1 else [g]
         grads_in = []
         for k, gk in enumerate(gs):
+            meta = ctx._out_meta[k]
             if gk is None:
-                meta = ctx._out_meta[k]
                 if ctx._materialize and meta is not None:
                     gk = B.zeros(meta[0], meta[1])
+            elif meta is not None and B.dtype(gk) != meta[1]:
+                gk = B.cast(gk, meta[1])  # each output's gradient in its dtype (PyTorch)
             grads_in.append(None if gk is None else Tensor._make(gk, ad))
         with no_grad():
             res = self.fn.backward(ctx, *grads_in)

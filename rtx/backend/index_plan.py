@@ -157,6 +157,30 @@ class IndexPlan:
         return (f"IndexPlan(len={len(self)}, num_rows={self._num_rows}, dtype={self.dtype}, "
                 f"grouped={self.is_grouped})")
 
+    # ------------------------------------------------------------- copying
+    # A plan is immutable (its indices are a read-only private snapshot, its
+    # grouping a pure function of them), so copies share it.  Pickling sends the
+    # indices and the row count only: unpickling runs the constructor, which
+    # checks every index again (a pickle can be crafted), and the grouping is
+    # rebuilt when first needed.  The lock never travels.
+    def __copy__(self) -> IndexPlan:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> IndexPlan:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (IndexPlan, (np.array(self._idx, copy=True), self._num_rows))
+
+    def __setstate__(self, state: Any) -> None:
+        """A pickle that builds the object and then sets its slots (not what
+        ``__reduce__`` writes): the indices are checked as the constructor does."""
+        slots = state[1] if isinstance(state, tuple) and len(state) == 2 else state
+        if not isinstance(slots, dict) or not {"_idx", "_num_rows"} <= set(slots):
+            raise TypeError("IndexPlan: cannot restore from this state (expected the "
+                            "indices and the row count)")
+        IndexPlan.__init__(self, slots["_idx"], slots["_num_rows"])
+
 
 class EdgeIndex:
     """A ``[2, E]`` edge list (row 0 source, row 1 target) as two checked plans.
@@ -214,6 +238,38 @@ class EdgeIndex:
     def __repr__(self) -> str:
         return (f"EdgeIndex(num_edges={self.num_edges}, num_src={self.num_src}, "
                 f"num_dst={self.num_dst})")
+
+    # ------------------------------------------------------------- copying
+    # Immutable like its plans: copies share it; a pickle holds both plans'
+    # indices and row counts, and unpickling checks them again (IndexPlan).
+    def __copy__(self) -> EdgeIndex:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EdgeIndex:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EdgeIndex._restore, (self.src, self.dst))
+
+    @classmethod
+    def _restore(cls, src: Any, dst: Any) -> EdgeIndex:
+        """Unpickling: from two plans (each re-checked by its own unpickling)."""
+        if type(src) is not IndexPlan or type(dst) is not IndexPlan or len(src) != len(dst):
+            raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
+                            "plans of the same length)")
+        self = cls.__new__(cls)
+        self.src, self.dst = src, dst
+        return self
+
+    def __setstate__(self, state: Any) -> None:
+        slots = state[1] if isinstance(state, tuple) and len(state) == 2 else state
+        if not isinstance(slots, dict) or not {"src", "dst"} <= set(slots):
+            raise TypeError("EdgeIndex: cannot restore from this state")
+        src, dst = slots["src"], slots["dst"]
+        if type(src) is not IndexPlan or type(dst) is not IndexPlan or len(src) != len(dst):
+            raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
+                            "plans of the same length)")
+        self.src, self.dst = src, dst
 
 
 def as_plan(indices: Any, num_rows: int, op: str, length: int | None = None) -> IndexPlan:

@@ -62,6 +62,13 @@ _CACHE_SIZE = 1024
 # Largest pending DAG one program covers: a longer chain is cut (its largest
 # operand materialised) when recorded, which bounds program length and registers.
 MAX_NODES = 256
+# fused_eval's register file (FX_MAX_REGS in rtx/_fused.pxi).  A node uses at
+# most 4 registers (its result and up to 3 operand slots: inputs, constants), so
+# one pass over several roots (a flush) takes roots while the nodes under them
+# stay within MAX_PASS_NODES; more roots get more passes.  One root's DAG is at
+# most 2 * MAX_NODES + 1 nodes (``_record``): always within the register file.
+MAX_REGS = 4096
+MAX_PASS_NODES = MAX_REGS // 4 - 24
 # Ops whose result has fewer elements run eagerly on the inner backend: below
 # this, a fused pass's fixed cost (planning ~30-60 us of Python) exceeds the
 # memory traffic it saves (docs/fusion.md).  Fusion(inner, min_elements=0)
@@ -238,7 +245,8 @@ class Fusion(Backend):
         self._lock = threading.RLock()
         self._cache: OrderedDict[Any, _Program] = OrderedDict()
         self.stats = {"kernel_calls": 0, "cache_hits": 0, "cache_misses": 0,
-                      "nodes_fused": 0, "outputs": 0, "eager_ops": 0, "forwarded": 0}
+                      "nodes_fused": 0, "outputs": 0, "eager_ops": 0, "forwarded": 0,
+                      "unfused_fallbacks": 0}
 
     def __repr__(self) -> str:
         return f"<Fusion over {self.inner!r}>"
@@ -341,7 +349,8 @@ class Fusion(Backend):
             self._force(big)
             size = 1 + sum(a.size for a in args if type(a) is Lazy and a.value is None)
         node = Lazy(shape, _BOOL if op in COMPARE_OPS else dt, dt, op, args, imm, None, size)
-        self._pending.add(node)
+        with self._lock:  # another thread's flush may be iterating the set
+            self._pending.add(node)
         return node
 
     def _eager(self, op: str, args: tuple[Any, ...], extra: tuple[Any, ...] = ()) -> Any:
@@ -364,7 +373,7 @@ class Fusion(Backend):
                         p.args = None
                         self._pending.discard(p)
                     else:
-                        self._run([p])
+                        self._run_safely([p])
         return p.value
 
     def flush(self) -> None:
@@ -383,8 +392,32 @@ class Fusion(Backend):
                         for n in nodes:
                             self._force(n)
                     else:
-                        self._run(nodes)
+                        # passes of at most MAX_PASS_NODES nodes: thousands of live
+                        # results of one shape never make a program larger than
+                        # the kernel's register file
+                        batch: list[Lazy] = []
+                        total = 0
+                        for n in nodes:
+                            if batch and total + n.size > MAX_PASS_NODES:
+                                self._run_safely(batch)
+                                batch, total = [], 0
+                            batch.append(n)
+                            total += n.size
+                        if batch:
+                            self._run_safely(batch)
+                        del batch
                 del groups
+
+    def _run_safely(self, roots: list[Lazy]) -> None:
+        """``_run``, and if the fused pass fails, the same nodes evaluated op by op
+        on the inner backend: a pending expression the fused kernel refuses must
+        never stay pending, or every later materialisation on this backend (each
+        finishes all pending work first) would fail on it too."""
+        try:
+            self._run(roots)
+        except Exception:  # e.g. the kernel refusing a program; not KeyboardInterrupt
+            self.stats["unfused_fallbacks"] += 1
+            self._run_unfused(roots)
 
     def _run(self, roots: list[Lazy]) -> None:
         """Materialise ``roots`` (one shape and ctype, none inside another's DAG)
@@ -394,6 +427,27 @@ class Fusion(Backend):
         if order:
             self._execute(order, index, _stored(order, uses, roots), roots[0].shape,
                           roots[0].ctype)
+
+    def _run_unfused(self, roots: list[Lazy]) -> None:
+        """Every pending node under ``roots`` computed by the inner backend's own
+        op (same op, operands and order: IEEE-exact ops give the fused bits,
+        transcendentals the inner backend's rounding)."""
+        order, _, _ = self._collect(roots)
+        B = self.inner
+        for n in order:
+            vals = [a.value if type(a) is Lazy else a for a in n.args]
+            if n.op == "copy":
+                v = vals[0]
+                if tuple(B.shape(v)) != n.shape:
+                    v = B.broadcast_to(v, n.shape)
+                r = B.copy(v)
+            elif n.imm is not None:
+                r = getattr(B, n.op)(*vals, n.imm)
+            else:
+                r = getattr(B, n.op)(*vals)
+            n.value = r
+            n.args = None
+            self._pending.discard(n)
 
     def _collect(self, roots: list[Lazy]) -> tuple[list[Lazy], dict[int, int], list[int]]:
         """The pending DAG under ``roots`` in topological order (operands of
@@ -474,6 +528,8 @@ class Fusion(Backend):
             if a.dtype != T or any(s % T.itemsize for s in a.strides):
                 a = np.array(a, dtype=T, order="C")   # (keeps a 0-d array 0-d)
             arrays.append(a)
+        if prog.nregs > MAX_REGS:
+            raise ValueError(f"Fusion: a program of {prog.nregs} registers (at most {MAX_REGS})")
         outs = [_owned_empty(shape, T) for _ in outputs]
         fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
                             shape, get_num_threads(), self.block)
@@ -528,7 +584,8 @@ class Fusion(Backend):
         return dict(self.stats, size=len(self._cache))
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        with self._lock:  # a flush in another thread may be using the cache
+            self._cache.clear()
 
 
 def _unary(op: str) -> Any:

@@ -56,25 +56,29 @@ def _raw_edge_index(edge_index: Any) -> np.ndarray:
 class _EdgeCache:
     """The checked ``EdgeIndex`` (self-loops added when asked) of the last
     ``edge_index`` seen, reused while the same edges come back (checked by
-    value against a private copy, so an array changed in place is noticed)."""
+    value against a private copy, so an array changed in place is noticed).
 
-    __slots__ = ("key", "raw", "shape", "ei", "keep", "num_loops")
+    Thread-safe without a lock: the cache is ONE immutable entry
+    ``(key, raw, shape, ei, keep, num_loops)``, read once into a local and
+    replaced by one attribute store.  A caller compares its edges with the
+    entry it read and returns that same entry's plan, so another thread
+    replacing the entry meanwhile (e.g. while ``np.array_equal`` runs
+    without the GIL) can never hand it a plan of other edges.  ``raw`` is
+    the private, read-only copy every part of the entry was built from."""
+
+    __slots__ = ("entry",)
 
     def __init__(self) -> None:
-        self.key: Any = None
-        self.raw: np.ndarray | None = None
-        self.shape: tuple[int, int, bool] = (-1, -1, False)
-        self.ei: EdgeIndex | None = None
-        self.keep: np.ndarray | None = None
-        self.num_loops = 0
+        self.entry: tuple[Any, np.ndarray | None, tuple[int, int, bool], EdgeIndex,
+                          np.ndarray | None, int] | None = None
 
     def get(self, edge_index: Any, n_src: int, n_dst: int,
             loops: bool) -> tuple[EdgeIndex, np.ndarray | None, int]:
         shape = (n_src, n_dst, loops)
+        hit = self.entry  # one read: everything below uses this entry only
         if isinstance(edge_index, EdgeIndex):
-            if edge_index is self.key and shape == self.shape:
-                assert self.ei is not None
-                return self.ei, self.keep, self.num_loops
+            if hit is not None and hit[0] is edge_index and hit[2] == shape:
+                return hit[3], hit[4], hit[5]
             if not loops:
                 if edge_index.num_src != n_src or edge_index.num_dst != n_dst:
                     raise ValueError(
@@ -82,14 +86,19 @@ class _EdgeCache:
                         f"and {edge_index.num_dst} target nodes, but the input has {n_src} "
                         f"and {n_dst}")
                 return edge_index, None, 0
+            # the plan's indices are immutable: no private copy needed
             raw = np.stack([edge_index.src.indices, edge_index.dst.indices]).astype(np.int64)
             key: Any = edge_index
         else:
-            raw = _raw_edge_index(edge_index)
-            if (self.raw is not None and shape == self.shape and self.key is None
-                    and raw.shape == self.raw.shape and np.array_equal(raw, self.raw)):
-                assert self.ei is not None
-                return self.ei, self.keep, self.num_loops
+            given = _raw_edge_index(edge_index)
+            if (hit is not None and hit[0] is None and hit[2] == shape
+                    and hit[1] is not None and given.shape == hit[1].shape
+                    and np.array_equal(given, hit[1])):
+                return hit[3], hit[4], hit[5]
+            # one private snapshot that the plan, the mask and the cached copy all
+            # come from (the caller's array may change while we build)
+            raw = np.array(given, copy=True)
+            raw.setflags(write=False)
             key = None
         keep = None
         num_loops = 0
@@ -97,6 +106,7 @@ class _EdgeCache:
         if loops:
             num_loops = min(n_src, n_dst)
             keep = raw[0] != raw[1]
+            keep.setflags(write=False)
             ar = np.arange(num_loops, dtype=np.int64)
             ei_arr = np.concatenate([raw[:, keep].astype(np.int64, copy=False),
                                      np.stack([ar, ar])], axis=1)
@@ -105,8 +115,7 @@ class _EdgeCache:
         except (TypeError, ValueError, IndexError) as exc:
             raise type(exc)(f"GATConv: {exc} (graph with {n_src} source and {n_dst} "
                             "target nodes)") from None
-        self.key, self.shape, self.ei, self.keep, self.num_loops = key, shape, ei, keep, num_loops
-        self.raw = None if key is not None else np.array(raw, copy=True)
+        self.entry = (key, None if key is not None else raw, shape, ei, keep, num_loops)
         return ei, keep, num_loops
 
 
@@ -346,6 +355,13 @@ class GATConv(Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        """``pickle`` / ``copy.deepcopy``: everything but the edge cache (derived
+        from the last input; the copy starts with an empty one)."""
+        state = self.__dict__.copy()
+        state["_edges"] = _EdgeCache()
+        return state
 
 
 def _col(values: np.ndarray, like: Tensor) -> Tensor:

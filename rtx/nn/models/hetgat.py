@@ -181,17 +181,29 @@ class HetGAT(Module):
                                  f"({n_src}, {n_dst})")
             return ei
         raw = ei.numpy() if isinstance(ei, Tensor) else np.asarray(ei)
+        # one read of one immutable entry (thread-safe: see GATConv's _EdgeCache)
         hit = self._edge_cache.get(et)
         if (hit is not None and hit[1] == (n_src, n_dst) and hit[0].shape == raw.shape
                 and hit[0].dtype == raw.dtype and np.array_equal(hit[0], raw)):
             return hit[2]
+        # the plan and the cached copy come from one private snapshot (the
+        # caller's array may change while we build)
+        snap = np.array(raw, copy=True)
+        snap.setflags(write=False)
         try:
-            plan = EdgeIndex(raw, n_src, n_dst)
+            plan = EdgeIndex(snap, n_src, n_dst)
         except (TypeError, ValueError, IndexError) as exc:
             raise type(exc)(f"HetGAT: edges of {et!r} ({n_src} {et[0]!r} -> {n_dst} "
                             f"{et[2]!r} nodes): {exc}") from None
-        self._edge_cache[et] = (np.array(raw, copy=True), (n_src, n_dst), plan)
+        self._edge_cache[et] = (snap, (n_src, n_dst), plan)
         return plan
+
+    def __getstate__(self) -> dict[str, Any]:
+        """``pickle`` / ``copy.deepcopy``: everything but the edge cache (derived
+        from the last input; the copy starts with an empty one)."""
+        state = self.__dict__.copy()
+        state["_edge_cache"] = {}
+        return state
 
     def extra_repr(self) -> str:
         return (f"target={self.target!r}, in_channels={self.in_channels}, "
