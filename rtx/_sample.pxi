@@ -19,10 +19,13 @@
 # draws them or on the order of the frontier.  Per hop: a count pass (each
 # (relation, frontier node) pair's number of draws), a serial prefix sum (each
 # pair's slot in its relation's edge list), a fill pass writing the drawn global
-# ids into those slots, then one serial pass over them in order that assigns local
-# ids (first appearance wins) and rewrites the slots to local ids.  The two
-# parallel passes write disjoint slots; the result is the same bits at any thread
-# count.
+# ids into those slots, then a relabelling pass that, per source node type, goes
+# over that type's slots serially in (relation, frontier node, draw) order,
+# assigns local ids (first appearance wins) and rewrites the slots to local ids.
+# The count and fill passes write disjoint slots, the relabelling gives each node
+# type (its map, its n_id, the slots of the relations out of it) to one thread,
+# and the outputs are filled per type and relation: the result is the same bits
+# at any thread count.
 #
 # The global -> local maps are one int64 array of N_t entries (-1 = not sampled)
 # per node type, taken from a pool for the call and put back after every entry the
@@ -93,14 +96,18 @@ cdef enum:
 # (relation, frontier node) pairs in a hop from which the count and fill passes
 # use threads; below it the team's start-up costs more than the pass.
 cdef Py_ssize_t SAMPLE_PARALLEL_MIN = 1024
+# Edges in a batch per pair of SAMPLE_PARALLEL_MIN from which the outputs are
+# filled by several threads (65536 edges at the default).
+cdef Py_ssize_t OUTPUT_PARALLEL_EDGES_PER_PAIR = 64
 # Largest fanout the kernel takes (counts and prefix sums then stay far from
 # int64 overflow).
 cdef int64_t SAMPLE_MAX_FANOUT = 2147483647
 
 
 def set_sample_parallel_min(Py_ssize_t pairs):
-    """(relation, frontier node) pairs per hop from which the sampler uses threads;
-    returns the old value (for tests and benchmarks: samples never depend on it)."""
+    """(relation, frontier node) pairs per hop from which the sampler uses threads
+    (and 64 times as many edges per batch for filling the outputs); returns the old
+    value (for tests and benchmarks: samples never depend on it)."""
     global SAMPLE_PARALLEL_MIN
     if pairs < 0:
         raise ValueError("pairs must be >= 0")
@@ -154,6 +161,7 @@ cdef struct _Call:
     _Vec* nid                   # [T] global ids, in local order
     _Vec* esrc                  # [R] source ids of the edges (local once relabelled)
     _Vec* eptr                  # [R] destination pointers so far (eptr[0] = 0)
+    int* tstat                  # [T] relabelling status per type (0 / -1)
     Py_ssize_t* fb              # [T] frontier begin
     Py_ssize_t* fe              # [T] frontier end
     Py_ssize_t* roff            # [R + 1] first pair of each relation in this hop
@@ -292,18 +300,46 @@ cdef inline void _count_pair(_Call* c, Py_ssize_t p) noexcept nogil:
     c.cnt.p[p] = _num_draws(c.fanouts[j * c.L + c.hop], deg, c.replace)
 
 
+cdef int _relabel_type(_Call* c, Py_ssize_t t) noexcept nogil:
+    """This hop's sources of type ``t`` to local ids, relation by relation in order
+    (0, or -1 when out of memory).  Touches only type t's map and n_id and the
+    edges of the relations out of t."""
+    cdef Py_ssize_t j
+    cdef int64_t q, n, loc, u
+    cdef _Vec* nv = &c.nid[t]
+    cdef int64_t* m = c.maps[t]
+    cdef int64_t* buf
+    for j in range(c.R):
+        if c.rel_src[j] != t:
+            continue
+        n = c.hop_edges[c.hop * c.R + j]
+        if _vec_reserve(nv, nv.n + n) != 0:
+            return -1
+        buf = c.eout[j]
+        for q in range(n):
+            if q + RELABEL_AHEAD < n:
+                rtx_prefetch(m + buf[q + RELABEL_AHEAD])
+            u = buf[q]
+            loc = m[u]
+            if loc < 0:
+                loc = nv.n
+                m[u] = loc
+                nv.p[loc] = u
+                nv.n += 1
+            buf[q] = loc
+        c.esrc[j].n += n
+    return 0
+
+
 cdef int _sample_hop(_Call* c, const index_t** cols) noexcept nogil:
     """Hop ``c.hop`` for every relation: 0, or -1 when out of memory."""
     cdef Py_ssize_t R = c.R, T = c.T
-    cdef Py_ssize_t j, t, d, s, p, q, nf, r0
+    cdef Py_ssize_t j, t, d, p, q, nf, r0
     cdef Py_ssize_t P = 0
-    cdef int64_t base, n, loc, u
-    cdef int64_t* m
-    cdef int64_t* buf
+    cdef int64_t base
     cdef int64_t* pos = NULL
     cdef int64_t* table = NULL
     cdef int64_t* ep
-    cdef _Vec* nv
     cdef int nt, tid = 0
     cdef Py_ssize_t tslots = ((<Py_ssize_t>1) << c.tbits) if c.tbits > 0 else 0
     for j in range(R):
@@ -353,28 +389,19 @@ cdef int _sample_hop(_Call* c, const index_t** cols) noexcept nogil:
         _mark_seen()
         for p in range(P):
             _fill_pair(c, cols, p, c.scratch, c.scratch + (c.stride - tslots))
-    # relabel, serially in (relation, frontier node, draw) order: first appearance
-    # gets the next local id of its type
-    for j in range(R):
-        s = c.rel_src[j]
-        n = c.hop_edges[c.hop * R + j]
-        nv = &c.nid[s]
-        if _vec_reserve(nv, nv.n + n) != 0:
-            return -1
-        m = c.maps[s]
-        buf = c.eout[j]
-        for q in range(n):
-            if q + RELABEL_AHEAD < n:
-                rtx_prefetch(m + buf[q + RELABEL_AHEAD])
-            u = buf[q]
-            loc = m[u]
-            if loc < 0:
-                loc = nv.n
-                m[u] = loc
-                nv.p[loc] = u
-                nv.n += 1
-            buf[q] = loc
-        c.esrc[j].n += n
+    # relabel: per source type serially in (relation, frontier node, draw) order (the
+    # first appearance gets the next local id of its type); the types are
+    # independent, so they go to different threads
+    if nt > 1 and T > 1:
+        for t in prange(T, num_threads=nt, schedule="dynamic", chunksize=1):
+            c.tstat[t] = _relabel_type(c, t)
+        for t in range(T):
+            if c.tstat[t] != 0:
+                return -1
+    else:
+        for t in range(T):
+            if _relabel_type(c, t) != 0:
+                return -1
     # what this hop added is the next frontier
     for t in range(T):
         c.hop_nodes[(c.hop + 1) * T + t] = c.nid[t].n - c.fe[t]
@@ -389,6 +416,7 @@ cdef int _call_alloc(_Call* c) noexcept nogil:
     c.nid = <_Vec*>calloc(<size_t>c.T, sizeof(_Vec))
     c.esrc = <_Vec*>calloc(<size_t>(c.R + 1), sizeof(_Vec))
     c.eptr = <_Vec*>calloc(<size_t>(c.R + 1), sizeof(_Vec))
+    c.tstat = <int*>calloc(<size_t>c.T, sizeof(int))
     c.fb = <Py_ssize_t*>calloc(<size_t>c.T, sizeof(Py_ssize_t))
     c.fe = <Py_ssize_t*>calloc(<size_t>c.T, sizeof(Py_ssize_t))
     c.roff = <Py_ssize_t*>calloc(<size_t>(c.R + 1), sizeof(Py_ssize_t))
@@ -397,7 +425,8 @@ cdef int _call_alloc(_Call* c) noexcept nogil:
     c.hop_nodes = <int64_t*>calloc(<size_t>((c.L + 1) * c.T), sizeof(int64_t))
     c.hop_edges = <int64_t*>calloc(<size_t>(c.L * c.R + 1), sizeof(int64_t))
     c.scratch = <int64_t*>malloc(<size_t>(c.nthreads * c.stride) * sizeof(int64_t))
-    if (c.nid == NULL or c.esrc == NULL or c.eptr == NULL or c.fb == NULL or c.fe == NULL
+    if (c.nid == NULL or c.esrc == NULL or c.eptr == NULL or c.tstat == NULL
+            or c.fb == NULL or c.fe == NULL
             or c.roff == NULL or c.hkey == NULL or c.eout == NULL or c.hop_nodes == NULL
             or c.hop_edges == NULL or c.scratch == NULL):
         return -1
@@ -455,6 +484,7 @@ cdef void _call_free(_Call* c) noexcept nogil:
     free(c.nid)
     free(c.esrc)
     free(c.eptr)
+    free(c.tstat)
     free(c.fb)
     free(c.fe)
     free(c.roff)
@@ -465,6 +495,38 @@ cdef void _call_free(_Call* c) noexcept nogil:
     free(c.scratch)
     free(c.cnt.p)
     free(c.eoff.p)
+
+
+cdef void _output_item(_Call* c, int64_t** outs, Py_ssize_t item) noexcept nogil:
+    """Fill output ``item``: n_id of type ``item`` (< T), else relation item - T's
+    source ids, destination ids, destination pointers and identity permutation
+    (``outs``: T n_id, then 4 per relation)."""
+    cdef Py_ssize_t j, i, nd
+    cdef int64_t k, E
+    cdef int64_t* ptr
+    cdef int64_t* o
+    if item < c.T:
+        if c.nid[item].n > 0:
+            memcpy(outs[item], c.nid[item].p, <size_t>c.nid[item].n * sizeof(int64_t))
+        return
+    j = item - c.T
+    E = c.esrc[j].n
+    nd = c.nid[c.rel_dst[j]].n
+    if E > 0:
+        memcpy(outs[c.T + 4 * j], c.esrc[j].p, <size_t>E * sizeof(int64_t))
+    # pointers: the frontiers' (a prefix of n_id[dst]), then the nodes never
+    # expanded (no edges)
+    ptr = outs[c.T + 4 * j + 2]
+    memcpy(ptr, c.eptr[j].p, <size_t>c.eptr[j].n * sizeof(int64_t))
+    for i in range(c.eptr[j].n, nd + 1):
+        ptr[i] = E
+    o = outs[c.T + 4 * j + 1]
+    for i in range(nd):
+        for k in range(ptr[i], ptr[i + 1]):
+            o[k] = i
+    o = outs[c.T + 4 * j + 3]
+    for k in range(E):
+        o[k] = k
 
 
 cdef class _SampleMaps:
@@ -664,11 +726,9 @@ cdef class HeteroSamplerKernel:
         (all read-only int64 arrays); nodes added per hop and type
         [L + 1, T] and edges per hop and relation [L, R]."""
         cdef Py_ssize_t B = seeds.shape[0]
-        cdef Py_ssize_t bad = -1, h, j, t, i, k, nd, E
+        cdef Py_ssize_t bad = -1, h, j, t, i, nd, E, total
         cdef int64_t badval = 0
-        cdef int rc = 0
-        cdef int64_t* o
-        cdef int64_t* ptr
+        cdef int rc = 0, nt
         cdef _Call c
         cdef _SampleMaps maps
         cdef int64_t** outs
@@ -729,28 +789,18 @@ cdef class HeteroSamplerKernel:
                 perms.append(_new_i64(E, &outs[self.T + 4 * j + 3]))
             hop_nodes = _np_sample.empty((self.L + 1, self.T), _np_sample.int64)
             hop_edges = _np_sample.empty((self.L, self.R), _np_sample.int64)
+            total = 0
+            for j in range(self.R):
+                total += c.esrc[j].n
+            nt = c.nthreads if total >= OUTPUT_PARALLEL_EDGES_PER_PAIR * SAMPLE_PARALLEL_MIN else 1
             with nogil:
-                for t in range(self.T):
-                    if c.nid[t].n > 0:
-                        memcpy(outs[t], c.nid[t].p, <size_t>c.nid[t].n * sizeof(int64_t))
-                for j in range(self.R):
-                    E = c.esrc[j].n
-                    nd = c.nid[self.rel_dst[j]].n
-                    if E > 0:
-                        memcpy(outs[self.T + 4 * j], c.esrc[j].p, <size_t>E * sizeof(int64_t))
-                    # pointers: the frontiers' (a prefix of n_id[dst]), then the
-                    # nodes never expanded (no edges)
-                    ptr = outs[self.T + 4 * j + 2]
-                    memcpy(ptr, c.eptr[j].p, <size_t>c.eptr[j].n * sizeof(int64_t))
-                    for i in range(c.eptr[j].n, nd + 1):
-                        ptr[i] = E
-                    o = outs[self.T + 4 * j + 1]
-                    for i in range(nd):
-                        for k in range(ptr[i], ptr[i + 1]):
-                            o[k] = i
-                    o = outs[self.T + 4 * j + 3]
-                    for k in range(E):
-                        o[k] = k
+                if nt > 1:
+                    for i in prange(self.T + self.R, num_threads=nt, schedule="dynamic",
+                                    chunksize=1):
+                        _output_item(&c, outs, i)
+                else:
+                    for i in range(self.T + self.R):
+                        _output_item(&c, outs, i)
             for h in range(self.L + 1):
                 for t in range(self.T):
                     hop_nodes[h, t] = c.hop_nodes[h * self.T + t]

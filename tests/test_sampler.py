@@ -242,6 +242,29 @@ def test_duplicate_seeds_are_kept_and_map_to_their_first_copy():
     assert not ({2, 3, 4} & set(ei.src.indices.tolist()))
 
 
+def test_a_nodes_draws_do_not_depend_on_its_batch_mates():
+    """The stream is keyed by the node's global id: the same seed draws the same
+    neighbours wherever it sits in the batch, next to any other seeds, and a
+    duplicate seed's copies draw alike (at a random hop)."""
+    g = random_graph(np.random.default_rng(16))
+    s = NeighborSampler(g, [2], seed=4)
+    et = ("a", "self", "a")
+
+    def draws(ids):
+        out = s.sample(("a", ids), epoch=3, batch=1)
+        ei = out.edge_index_dict[et]
+        n_id = out.n_id_dict["a"]
+        res = {}
+        for u, d in zip(n_id[ei.src.indices].tolist(), ei.dst.indices.tolist(), strict=True):
+            res.setdefault(d, []).append(u)
+        return [res.get(i, []) for i in range(len(ids))]
+
+    alone = {v: draws([v])[0] for v in range(30)}
+    assert sum(len(set(in_neighbours(g, et, v))) > 2 for v in range(30)) > 3   # random draws
+    for ids in ([0, 1, 2, 3], [3, 2, 1, 0], [7, 0, 7, 19, 0, 7], list(range(29, -1, -1))):
+        assert draws(ids) == [alone[v] for v in ids]
+
+
 def test_nodes_without_neighbours_and_empty_relations():
     nn = {"a": 4, "b": 3, "z": 0}
     eid = {("a", "to", "b"): np.array([[0, 1], [0, 0]]),
@@ -586,8 +609,9 @@ def test_kernel_rejects_unchecked_arrays():
     with pytest.raises(ValueError, match="fanout"):
         _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan - 3, False)
     k = _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False)
-    with pytest.raises(IndexError, match="out of range"):
-        k.sample(np.array([0, 5], np.int64), 1, 0, 0, 0, 1)
+    for bad in ([0, 5], [3], [-1]):        # 3 destination nodes: 3 is the first bad id
+        with pytest.raises(IndexError, match="out of range"):
+            k.sample(np.array(bad, np.int64), 1, 0, 0, 0, 1)
     with pytest.raises(ValueError, match="no seeds"):
         k.sample(np.zeros(0, np.int64), 1, 0, 0, 0, 1)
     with pytest.raises(ValueError, match="seed_type"):
