@@ -597,7 +597,7 @@ cdef class HeteroSamplerKernel:
         cdef const int64_t[::1] pv
         cdef const int32_t[::1] c32
         cdef const int64_t[::1] c64
-        cdef Py_ssize_t t, j, h, i, nd, E
+        cdef Py_ssize_t t, j, h, i, nd, E, bad
         cdef int64_t f, maxdeg = 0, maxf = 0, deg
         self.num_nodes = NULL
         self.rel_src = NULL
@@ -653,12 +653,17 @@ cdef class HeteroSamplerKernel:
             if pv.shape[0] != nd + 1 or pv[0] != 0 or pv[nd] != E:
                 raise ValueError(f"HeteroSamplerKernel: ptrs[{j}] does not group "
                                  f"{E} edges over {nd} destinations")
-            for i in range(nd):
-                deg = pv[i + 1] - pv[i]
-                if deg < 0:
-                    raise ValueError(f"HeteroSamplerKernel: ptrs[{j}] decreases at {i}")
-                if deg > maxdeg:
-                    maxdeg = deg
+            bad = -1
+            with nogil:
+                for i in range(nd):
+                    deg = pv[i + 1] - pv[i]
+                    if deg < 0:
+                        bad = i
+                        break
+                    if deg > maxdeg:
+                        maxdeg = deg
+            if bad >= 0:
+                raise ValueError(f"HeteroSamplerKernel: ptrs[{j}] decreases at {bad}")
             if first_out_of_bounds(c_arr, self.num_nodes[rs[j]]) >= 0:
                 raise IndexError(f"HeteroSamplerKernel: cols[{j}] holds a source id "
                                  f"outside [0, {self.num_nodes[rs[j]]})")
