@@ -125,7 +125,9 @@ def mag_graph(scale: float, seed: int = 0) -> tuple[dict[str, int], dict[tuple[s
 
 
 def _from_synthetic_mag(scale: float, seed: int) -> Any:
-    """``rtx.datasets.synthetic_mag`` in the layout above, or None when absent."""
+    """``rtx.datasets.synthetic_mag`` in the layout above, or None when it is absent
+    or its graph does not read as expected (then the generator below is used)."""
+    sys.path.insert(0, ROOT)       # the checkout's rtx (its in-place build)
     try:
         import rtx.datasets as ds
     except ImportError:
@@ -133,19 +135,27 @@ def _from_synthetic_mag(scale: float, seed: int) -> Any:
     fn = getattr(ds, "synthetic_mag", None)
     if fn is None:
         return None
-    g = fn(scale=scale, seed=seed)
+    try:
+        return _read_mag(fn(scale=scale, seed=seed))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        print(f"# rtx.datasets.synthetic_mag's graph did not read as expected ({exc!r}): "
+              "using the benchmark's own generator")
+        return None
+
+
+def _host(a: Any) -> np.ndarray:
+    return np.asarray(a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else a)
+
+
+def _read_mag(g: Any) -> Any:
+    """(num_nodes, edge_index, paper x, train ids) of a HeteroGraph / HeteroData-like graph."""
     nodes = {k: int(v) for k, v in g.num_nodes_dict.items()}
-    edges = {k: np.asarray(v.numpy() if hasattr(v, "numpy") and not isinstance(v, np.ndarray)
-                           else v) for k, v in g.edge_index_dict.items()}
-    x = g.x_dict["paper"]
-    x = np.ascontiguousarray(x.numpy() if hasattr(x, "numpy") and not isinstance(x, np.ndarray)
-                             else x, dtype=np.float32)
+    edges = {k: _host(v).astype(np.int64, copy=False) for k, v in g.edge_index_dict.items()}
+    x = np.ascontiguousarray(_host(g.x_dict["paper"]), dtype=np.float32)
     mask = getattr(g, "train_mask", None)
     if mask is None:
         mask = g["paper"].train_mask
-    mask = np.asarray(mask.numpy() if hasattr(mask, "numpy") and not isinstance(mask, np.ndarray)
-                      else mask)
-    return nodes, edges, x, np.flatnonzero(mask)
+    return nodes, edges, x, np.flatnonzero(_host(mask))
 
 
 def save_graph(d: str, nodes: dict[str, int], edges: dict[tuple[str, str, str], np.ndarray],
