@@ -101,7 +101,7 @@ bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
 
 # layers and optimisers sit on top of the core (imported last: they use all of it);
 # `import rtx` alone makes rtx.nn and rtx.optim usable
-from . import data, metrics, nn, optim, transforms, utils  # noqa: E402
+from . import data, datasets, loader, metrics, nn, optim, transforms, utils  # noqa: E402
 
 __all__ = [
     "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
@@ -117,7 +117,8 @@ __all__ = [
     "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
     "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
     "zeros", "zeros_like",
-    "data", "load", "metrics", "nn", "optim", "save", "transforms", "utils",
+    "data", "datasets", "load", "loader", "metrics", "nn", "optim", "save", "transforms",
+    "utils",
     # graph-learning primitives (rtx/graph_ops.py)
     "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
     "segment_softmax", "segment_sum",

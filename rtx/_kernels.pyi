@@ -135,6 +135,36 @@ def sddmm_dot(
     grad: _Real, x: _Real, src: _Index, dst: _Index, out: _Real, num_threads: int
 ) -> None: ...
 
+# --------------------------------------------------------------- _sample.pxi
+def set_sample_parallel_min(pairs: int) -> int: ...
+
+_SampleResult = tuple[
+    list[_I64], list[_I64], list[_I64], list[_I64], list[_I64], _I64, _I64
+]
+
+@disjoint_base
+class HeteroSamplerKernel:
+    """The graph side of ``rtx.loader.NeighborSampler`` (destination-grouped
+    adjacency per relation, fanouts, the pool of global -> local maps)."""
+
+    def __new__(
+        cls,
+        num_nodes: npt.ArrayLike,
+        rel_src: npt.ArrayLike,
+        rel_dst: npt.ArrayLike,
+        ptrs: list[_I64],
+        cols: list[_Index],
+        fanouts: npt.ArrayLike,
+        replace: bool,
+    ) -> HeteroSamplerKernel: ...
+    @property
+    def num_hops(self) -> int: ...
+    @property
+    def num_map_sets(self) -> int: ...
+    def sample(
+        self, seeds: _I64, seed_type: int, seed: int, epoch: int, batch: int, num_threads: int
+    ) -> _SampleResult: ...
+
 # --------------------------------------------------------------- _dlpack.pxi
 class _DLPackStats(TypedDict):
     exported: int

@@ -16,8 +16,9 @@ use only what an earlier one defines):
 7. ``_snapshot.pxi`` private, immutable snapshots of index arrays
 8. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
 9. ``_message.pxi``  fused message passing and its SDDMM gradient
-10. ``_dlpack.pxi``  DLPack import/export
-11. ``_fused.pxi``   fused elementwise kernels (the Fusion backend)
+10. ``_sample.pxi``  heterogeneous neighbour sampling (rtx.loader)
+11. ``_dlpack.pxi``  DLPack import/export
+12. ``_fused.pxi``   fused elementwise kernels (the Fusion backend)
 """
 
 from cython.parallel cimport prange
@@ -31,5 +32,6 @@ include "_index.pxi"
 include "_snapshot.pxi"
 include "_segment.pxi"
 include "_message.pxi"
+include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"

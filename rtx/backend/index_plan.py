@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import Storage, csr_build, snapshot_indices
+from .._kernels import Storage, csr_build, is_index_snapshot, snapshot_indices
 from ._index_check import _index_error, as_index_array
 
 
@@ -99,6 +99,41 @@ class IndexPlan:
         self._num_rows = n
         self._csr = None
         self._lock = threading.Lock()
+
+    @classmethod
+    def _trusted(cls, indices: np.ndarray, num_rows: int,
+                 csr: tuple[np.ndarray, np.ndarray] | None = None) -> IndexPlan:
+        """A plan over indices an rtx kernel produced, without the copy and the range
+        check of the constructor.  Private.
+
+        Safe because what those two buy is already true: the copy makes the indices
+        immutable, and here they must already live in an ``IndexSnapshot`` (the
+        buffer refuses writers; checked below); the check proves every index in
+        ``[0, num_rows)``, and the caller's kernel proves it by construction (the
+        neighbour sampler's local ids are positions in the ``n_id`` it wrote
+        itself).  ``csr``, when given, is cached as the grouping: it must be what
+        ``csr()`` would compute (the sampler's edges come out sorted by
+        destination, so it is their pointers and the identity permutation) and
+        must be snapshots too.  Only the O(1) properties are checked here (kind of
+        memory, dtype, lengths); the range and the grouping are the caller's proof,
+        which tests/test_sampler.py checks against a brute-force reference.
+        """
+        if not is_index_snapshot(indices):
+            raise TypeError("IndexPlan._trusted: the indices must be an rtx index snapshot")
+        n = _check_rows(num_rows, "IndexPlan._trusted")
+        if csr is not None:
+            ptr, perm = csr
+            if not (is_index_snapshot(ptr) and is_index_snapshot(perm)
+                    and ptr.dtype == np.int64 and perm.dtype == np.int64):
+                raise TypeError("IndexPlan._trusted: the grouping must be int64 snapshots")
+            if len(ptr) != n + 1 or len(perm) != len(indices):
+                raise ValueError("IndexPlan._trusted: the grouping does not match the indices")
+        self = cls.__new__(cls)
+        self._idx = indices
+        self._num_rows = n
+        self._csr = csr
+        self._lock = threading.Lock()
+        return self
 
     @property
     def indices(self) -> np.ndarray:
@@ -222,6 +257,19 @@ class EdgeIndex:
             src, dst = ei[0], ei[1]
         self.src = IndexPlan(src, ns, _op=f"{op}: edge_index[0] (sources)")
         self.dst = IndexPlan(dst, nd, _op=f"{op}: edge_index[1] (targets)")
+
+    @classmethod
+    def _trusted(cls, src: IndexPlan, dst: IndexPlan) -> EdgeIndex:
+        """An edge index over two plans built by ``IndexPlan._trusted`` (or checked
+        ones), without copying them again.  Private (see ``IndexPlan._trusted``)."""
+        if not (isinstance(src, IndexPlan) and isinstance(dst, IndexPlan)):
+            raise TypeError("EdgeIndex._trusted: src and dst must be IndexPlans")
+        if len(src) != len(dst):
+            raise ValueError("EdgeIndex._trusted: src and dst differ in length")
+        self = cls.__new__(cls)
+        self.src = src
+        self.dst = dst
+        return self
 
     @property
     def num_edges(self) -> int:
