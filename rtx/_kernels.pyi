@@ -139,7 +139,7 @@ def sddmm_dot(
 def set_sample_parallel_min(pairs: int) -> int: ...
 
 _SampleResult = tuple[
-    list[_I64], list[_I64], list[_I64], list[_I64], list[_I64], _I64, _I64
+    list[_I64], list[_I64], list[_I64], list[_I64], list[_I64], _I64, _I64, list[_I64] | None
 ]
 
 @disjoint_base
@@ -156,13 +156,22 @@ class HeteroSamplerKernel:
         cols: list[_Index],
         fanouts: npt.ArrayLike,
         replace: bool,
+        eperms: list[_I64] | None = None,
     ) -> HeteroSamplerKernel: ...
     @property
     def num_hops(self) -> int: ...
     @property
+    def has_edge_ids(self) -> bool: ...
+    @property
     def num_map_sets(self) -> int: ...
     def sample(
-        self, seeds: _I64, seed_type: int, seed: int, epoch: int, batch: int, num_threads: int
+        self,
+        seeds: list[_I64] | _I64,
+        seed_types: list[int] | int,
+        seed: int,
+        epoch: int,
+        batch: int,
+        num_threads: int,
     ) -> _SampleResult: ...
 
 # --------------------------------------------------------------- _dlpack.pxi

@@ -34,6 +34,13 @@
 # The graph arrays are read-only; all other state is per call.  No call holds the
 # GIL while it samples.
 #
+# Seeds may be of several node types at once (a link loader's two end point types):
+# each type's seeds are copied into its n_id first and all of them are hop 0's
+# frontier (pyg-lib's seed_dict).  With edge ids (the kernel built with ``eperms``,
+# each relation's CSR position -> edge id permutation), the fill pass also writes
+# each draw's CSR position into a second slot array, and the outputs map those
+# through the permutation: PyG's ``e_id``.
+#
 # The edges of a relation come out grouped by destination: the frontier of a hop
 # is a contiguous range of local ids following the previous hop's, and a hop's
 # pairs are filled in frontier order, so destination local ids never decrease.
@@ -92,6 +99,9 @@ cdef enum:
     SAMPLE_CHUNK = 64
     # Sampled ids prefetched ahead by the relabelling pass.
     RELABEL_AHEAD = 16
+    # Output arrays per relation: sources, destinations, pointers, permutation,
+    # edge ids.
+    OUT_PER_REL = 5
 
 # (relation, frontier node) pairs in a hop from which the count and fill passes
 # use threads; below it the team's start-up costs more than the pass.
@@ -153,6 +163,7 @@ cdef struct _Call:
     const Py_ssize_t* rel_dst
     const int64_t** ptrs
     const int64_t* fanouts      # [R * L]
+    const int64_t** eperm       # [R] CSR position -> edge id, or NULL (no edge ids)
     # this call
     int nthreads
     uint64_t key
@@ -167,6 +178,8 @@ cdef struct _Call:
     Py_ssize_t* roff            # [R + 1] first pair of each relation in this hop
     uint64_t* hkey              # [R] the hop's stream key of each relation
     int64_t** eout              # [R] this hop's edge slots of each relation
+    _Vec* epos                  # [R] CSR positions of the drawn edges (with eperm)
+    int64_t** pout              # [R] this hop's position slots of each relation
     _Vec cnt                    # [P] draws of each pair
     _Vec eoff                   # [P] first slot of each pair in its relation's edges
     int64_t* hop_nodes          # [(L + 1) * T] nodes added per hop and type
@@ -264,9 +277,10 @@ cdef void _fill_pair(_Call* c, const index_t** cols, Py_ssize_t p, int64_t* pos,
     cdef Py_ssize_t j = _rel_of(c.roff, c.R, p)
     cdef int64_t n = c.cnt.p[p]
     cdef Py_ssize_t d, q
-    cdef int64_t v, start, deg, f
+    cdef int64_t v, start, deg, f, r
     cdef const index_t* col
     cdef int64_t* out
+    cdef int64_t* po
     cdef uint64_t key
     if n == 0:
         return
@@ -277,19 +291,30 @@ cdef void _fill_pair(_Call* c, const index_t** cols, Py_ssize_t p, int64_t* pos,
     f = c.fanouts[j * c.L + c.hop]
     col = cols[j] + start
     out = c.eout[j] + c.eoff.p[p]
+    # the CSR positions of the draws, when edge ids are asked for
+    po = c.pout[j] + c.eoff.p[p] if c.eperm != NULL else NULL
     if f < 0 or (not c.replace and f >= deg):
         for q in range(deg):
             out[q] = <int64_t>col[q]
+        if po != NULL:
+            for q in range(deg):
+                po[q] = start + q
         return
     key = rtx_combine(c.hkey[j], <uint64_t>v)
     if c.replace:
         for q in range(n):
-            out[q] = <int64_t>col[<int64_t>rtx_below(rtx_draw(key, <uint64_t>q), <uint64_t>deg)]
+            r = <int64_t>rtx_below(rtx_draw(key, <uint64_t>q), <uint64_t>deg)
+            out[q] = <int64_t>col[r]
+            if po != NULL:
+                po[q] = start + r
     else:
         _floyd(key, deg, n, pos, table, c.tbits if n > FLOYD_SCAN_MAX else 0)
         _sort_positions(pos, n)
         for q in range(n):
             out[q] = <int64_t>col[pos[q]]
+        if po != NULL:
+            for q in range(n):
+                po[q] = start + pos[q]
 
 
 cdef inline void _count_pair(_Call* c, Py_ssize_t p) noexcept nogil:
@@ -370,6 +395,11 @@ cdef int _sample_hop(_Call* c, const index_t** cols) noexcept nogil:
         if (_vec_reserve(&c.esrc[j], c.esrc[j].n + base) != 0
                 or _vec_reserve(&c.eptr[j], c.eptr[j].n + nf) != 0):
             return -1
+        if c.eperm != NULL:
+            if _vec_reserve(&c.epos[j], c.epos[j].n + base) != 0:
+                return -1
+            c.pout[j] = c.epos[j].p + c.epos[j].n
+            c.epos[j].n += base
         ep = c.eptr[j].p + c.eptr[j].n
         for q in range(nf):
             ep[q] = c.esrc[j].n + c.eoff.p[r0 + q] + c.cnt.p[r0 + q]
@@ -422,12 +452,15 @@ cdef int _call_alloc(_Call* c) noexcept nogil:
     c.roff = <Py_ssize_t*>calloc(<size_t>(c.R + 1), sizeof(Py_ssize_t))
     c.hkey = <uint64_t*>calloc(<size_t>(c.R + 1), sizeof(uint64_t))
     c.eout = <int64_t**>calloc(<size_t>(c.R + 1), sizeof(int64_t*))
+    c.epos = <_Vec*>calloc(<size_t>(c.R + 1), sizeof(_Vec))
+    c.pout = <int64_t**>calloc(<size_t>(c.R + 1), sizeof(int64_t*))
     c.hop_nodes = <int64_t*>calloc(<size_t>((c.L + 1) * c.T), sizeof(int64_t))
     c.hop_edges = <int64_t*>calloc(<size_t>(c.L * c.R + 1), sizeof(int64_t))
     c.scratch = <int64_t*>malloc(<size_t>(c.nthreads * c.stride) * sizeof(int64_t))
     if (c.nid == NULL or c.esrc == NULL or c.eptr == NULL or c.tstat == NULL
             or c.fb == NULL or c.fe == NULL
-            or c.roff == NULL or c.hkey == NULL or c.eout == NULL or c.hop_nodes == NULL
+            or c.roff == NULL or c.hkey == NULL or c.eout == NULL or c.epos == NULL
+            or c.pout == NULL or c.hop_nodes == NULL
             or c.hop_edges == NULL or c.scratch == NULL):
         return -1
     for j in range(c.R):
@@ -481,6 +514,9 @@ cdef void _call_free(_Call* c) noexcept nogil:
     if c.eptr != NULL:
         for j in range(c.R):
             free(c.eptr[j].p)
+    if c.epos != NULL:
+        for j in range(c.R):
+            free(c.epos[j].p)
     free(c.nid)
     free(c.esrc)
     free(c.eptr)
@@ -490,6 +526,8 @@ cdef void _call_free(_Call* c) noexcept nogil:
     free(c.roff)
     free(c.hkey)
     free(c.eout)
+    free(c.epos)
+    free(c.pout)
     free(c.hop_nodes)
     free(c.hop_edges)
     free(c.scratch)
@@ -499,12 +537,14 @@ cdef void _call_free(_Call* c) noexcept nogil:
 
 cdef void _output_item(_Call* c, int64_t** outs, Py_ssize_t item) noexcept nogil:
     """Fill output ``item``: n_id of type ``item`` (< T), else relation item - T's
-    source ids, destination ids, destination pointers and identity permutation
-    (``outs``: T n_id, then 4 per relation)."""
+    source ids, destination ids, destination pointers, identity permutation and
+    (with edge ids) edge ids (``outs``: T n_id, then OUT_PER_REL per relation)."""
     cdef Py_ssize_t j, i, nd
     cdef int64_t k, E
     cdef int64_t* ptr
     cdef int64_t* o
+    cdef const int64_t* pm
+    cdef const int64_t* ps
     if item < c.T:
         if c.nid[item].n > 0:
             memcpy(outs[item], c.nid[item].p, <size_t>c.nid[item].n * sizeof(int64_t))
@@ -513,20 +553,28 @@ cdef void _output_item(_Call* c, int64_t** outs, Py_ssize_t item) noexcept nogil
     E = c.esrc[j].n
     nd = c.nid[c.rel_dst[j]].n
     if E > 0:
-        memcpy(outs[c.T + 4 * j], c.esrc[j].p, <size_t>E * sizeof(int64_t))
+        memcpy(outs[c.T + OUT_PER_REL * j], c.esrc[j].p, <size_t>E * sizeof(int64_t))
     # pointers: the frontiers' (a prefix of n_id[dst]), then the nodes never
     # expanded (no edges)
-    ptr = outs[c.T + 4 * j + 2]
+    ptr = outs[c.T + OUT_PER_REL * j + 2]
     memcpy(ptr, c.eptr[j].p, <size_t>c.eptr[j].n * sizeof(int64_t))
     for i in range(c.eptr[j].n, nd + 1):
         ptr[i] = E
-    o = outs[c.T + 4 * j + 1]
+    o = outs[c.T + OUT_PER_REL * j + 1]
     for i in range(nd):
         for k in range(ptr[i], ptr[i + 1]):
             o[k] = i
-    o = outs[c.T + 4 * j + 3]
+    o = outs[c.T + OUT_PER_REL * j + 3]
     for k in range(E):
         o[k] = k
+    if c.eperm != NULL:
+        # edge ids: the drawn CSR positions through the destination grouping's
+        # permutation (position -> edge id); positions are < E_j by construction
+        o = outs[c.T + OUT_PER_REL * j + 4]
+        pm = c.eperm[j]
+        ps = c.epos[j].p
+        for k in range(E):
+            o[k] = pm[ps[k]]
 
 
 cdef class _SampleMaps:
@@ -568,7 +616,10 @@ cdef _new_i64(Py_ssize_t n, int64_t** out):
 cdef class HeteroSamplerKernel:
     """The graph side of ``rtx.loader.NeighborSampler`` (see the top of
     ``_sample.pxi``).  ``ptrs[j]`` / ``cols[j]``: relation j's destination-grouped
-    adjacency as index snapshots; ``fanouts``: int64 [R, L]."""
+    adjacency as index snapshots; ``fanouts``: int64 [R, L].  ``eperms`` (optional):
+    per relation the grouping's permutation (CSR position -> edge id, an int64
+    index snapshot of E_j entries in [0, E_j)); given, every call also returns the
+    edge id of each sampled edge (8 more bytes per edge of the graph, kept)."""
 
     cdef Py_ssize_t T
     cdef Py_ssize_t R
@@ -580,6 +631,7 @@ cdef class HeteroSamplerKernel:
     cdef Py_ssize_t* rel_dst
     cdef const int64_t** ptrs
     cdef const void** cols
+    cdef const int64_t** eperms
     cdef int64_t* fanouts
     cdef int64_t maxf
     cdef Py_ssize_t tbits
@@ -589,12 +641,13 @@ cdef class HeteroSamplerKernel:
     cdef object _lock
 
     def __cinit__(self, num_nodes, rel_src, rel_dst, list ptrs, list cols, fanouts,
-                  bint replace):
+                  bint replace, list eperms=None):
         cdef const int64_t[::1] nn = _np_sample.ascontiguousarray(num_nodes, _np_sample.int64)
         cdef const int64_t[::1] rs = _np_sample.ascontiguousarray(rel_src, _np_sample.int64)
         cdef const int64_t[::1] rd = _np_sample.ascontiguousarray(rel_dst, _np_sample.int64)
         cdef const int64_t[:, ::1] fo = _np_sample.ascontiguousarray(fanouts, _np_sample.int64)
         cdef const int64_t[::1] pv
+        cdef const int64_t[::1] ev
         cdef const int32_t[::1] c32
         cdef const int64_t[::1] c64
         cdef Py_ssize_t t, j, h, i, nd, E, bad
@@ -604,6 +657,7 @@ cdef class HeteroSamplerKernel:
         self.rel_dst = NULL
         self.ptrs = NULL
         self.cols = NULL
+        self.eperms = NULL
         self.fanouts = NULL
         self.T = nn.shape[0]
         self.R = rs.shape[0]
@@ -612,15 +666,19 @@ cdef class HeteroSamplerKernel:
         if self.T < 1:
             raise ValueError("HeteroSamplerKernel: no node types")
         if rd.shape[0] != self.R or len(ptrs) != self.R or len(cols) != self.R \
-                or fo.shape[0] != self.R:
+                or fo.shape[0] != self.R or (eperms is not None and len(eperms) != self.R):
             raise ValueError("HeteroSamplerKernel: one source type, destination type, "
-                             "ptr, col and fanout row per relation")
+                             "ptr, col, fanout row (and eperm) per relation")
         self.num_nodes = <int64_t*>malloc(<size_t>self.T * sizeof(int64_t))
         self.rel_src = <Py_ssize_t*>malloc(<size_t>(self.R + 1) * sizeof(Py_ssize_t))
         self.rel_dst = <Py_ssize_t*>malloc(<size_t>(self.R + 1) * sizeof(Py_ssize_t))
         self.ptrs = <const int64_t**>calloc(<size_t>(self.R + 1), sizeof(int64_t*))
         self.cols = <const void**>calloc(<size_t>(self.R + 1), sizeof(void*))
         self.fanouts = <int64_t*>malloc(<size_t>(self.R * self.L + 1) * sizeof(int64_t))
+        if eperms is not None:
+            self.eperms = <const int64_t**>calloc(<size_t>(self.R + 1), sizeof(int64_t*))
+            if self.eperms == NULL:
+                raise MemoryError("HeteroSamplerKernel: out of memory")
         if (self.num_nodes == NULL or self.rel_src == NULL or self.rel_dst == NULL
                 or self.ptrs == NULL or self.cols == NULL or self.fanouts == NULL):
             raise MemoryError("HeteroSamplerKernel: out of memory")
@@ -676,6 +734,21 @@ cdef class HeteroSamplerKernel:
                     c32 = c_arr
                     self.cols[j] = &c32[0]
             self._keep.append((p_arr, c_arr))
+            if eperms is not None:
+                e_arr = eperms[j]
+                if not is_index_snapshot(e_arr) or e_arr.dtype != _np_sample.int64:
+                    raise TypeError("HeteroSamplerKernel: eperms must be int64 rtx index "
+                                    "snapshots (immutable)")
+                if e_arr.shape[0] != E:
+                    raise ValueError(f"HeteroSamplerKernel: eperms[{j}] has "
+                                     f"{e_arr.shape[0]} entries for {E} edges")
+                if first_out_of_bounds(e_arr, E) >= 0:
+                    raise IndexError(f"HeteroSamplerKernel: eperms[{j}] holds an edge id "
+                                     f"outside [0, {E})")
+                if E > 0:
+                    ev = e_arr
+                    self.eperms[j] = &ev[0]
+                self._keep.append(e_arr)
             for h in range(self.L):
                 f = fo[j, h]
                 if f < -1 or f > SAMPLE_MAX_FANOUT:
@@ -701,11 +774,16 @@ cdef class HeteroSamplerKernel:
         free(self.rel_dst)
         free(self.ptrs)
         free(self.cols)
+        free(self.eperms)
         free(self.fanouts)
 
     @property
     def num_hops(self):
         return self.L
+
+    @property
+    def has_edge_ids(self):
+        return self.eperms != NULL
 
     @property
     def num_map_sets(self):
@@ -722,50 +800,92 @@ cdef class HeteroSamplerKernel:
         with self._lock:
             self._pool.append(maps)
 
-    def sample(self, const int64_t[::1] seeds, Py_ssize_t seed_type, uint64_t seed,
-               uint64_t epoch, uint64_t batch, int num_threads):
-        """Sample one batch.  Returns ``(n_id, src, dst, ptr, perm, hop_nodes,
-        hop_edges)``: per node type the global ids (int64, seeds first); per
+    def sample(self, seeds, seed_types, uint64_t seed, uint64_t epoch,
+               uint64_t batch, int num_threads):
+        """Sample one batch from the seeds ``seeds[k]`` (int64) of node type
+        ``seed_types[k]`` (lists; distinct types; together at least one seed): all
+        of them are hop 0's frontier.  One array and one int: a single seed type.
+        Returns ``(n_id, src, dst, ptr, perm, hop_nodes, hop_edges, e_id)``: per
+        node type the global ids (int64, seeds first); per
         relation the local source and destination ids of its edges, the
         destination CSR pointers over all n_id[dst] and the identity permutation
         (all read-only int64 arrays); nodes added per hop and type
-        [L + 1, T] and edges per hop and relation [L, R]."""
-        cdef Py_ssize_t B = seeds.shape[0]
-        cdef Py_ssize_t bad = -1, h, j, t, i, nd, E, total
+        [L + 1, T] and edges per hop and relation [L, R]; per relation the edge
+        ids of the sampled edges (read-only int64; ``None`` without eperms)."""
+        cdef Py_ssize_t K
+        cdef Py_ssize_t B = 0, bad = -1, h, j, t, i, k, nd, E, total, badk = 0
         cdef int64_t badval = 0
         cdef int rc = 0, nt
         cdef _Call c
-        cdef _SampleMaps maps
-        cdef int64_t** outs
-        if not (0 <= seed_type < self.T):
-            raise ValueError(f"sample: seed_type {seed_type} outside [0, {self.T})")
+        cdef _SampleMaps maps = None
+        cdef int64_t** outs = NULL
+        cdef const int64_t[::1] sv
+        cdef const int64_t** sp = NULL
+        cdef Py_ssize_t* sn = NULL
+        cdef Py_ssize_t* stp = NULL
+        cdef bint want_eid = self.eperms != NULL
+        if not isinstance(seeds, list):
+            seeds, seed_types = [seeds], [seed_types]
+        if not isinstance(seed_types, list):
+            raise TypeError("sample: seed_types must be a list of ints")
+        K = len(seeds)
+        if len(seed_types) != K or K < 1:
+            raise ValueError("sample: one seed type per seed array, at least one")
+        keep = []
+        for k in range(K):
+            t = seed_types[k]
+            if not (0 <= t < self.T):
+                raise ValueError(f"sample: seed_type {t} outside [0, {self.T})")
+            if seed_types.index(t) != k:
+                raise ValueError(f"sample: seed_type {t} given twice")
+            a = _np_sample.ascontiguousarray(seeds[k], _np_sample.int64)
+            if a.ndim != 1:
+                raise ValueError("sample: seeds must be 1-D")
+            keep.append(a)
+            B += a.shape[0]
         if B == 0:
             raise ValueError("sample: no seeds")
-        _reset_seen()
-        maps = self._acquire()
         memset(&c, 0, sizeof(_Call))
-        c.T = self.T
-        c.R = self.R
-        c.L = self.L
-        c.replace = self.replace
-        c.rel_src = self.rel_src
-        c.rel_dst = self.rel_dst
-        c.ptrs = self.ptrs
-        c.fanouts = self.fanouts
-        c.nthreads = _clamp_threads(num_threads)
-        c.key = rtx_combine(rtx_combine(rtx_combine(0x5EED5A3D1E5A3D1EULL, seed), epoch), batch)
-        c.maps = maps.maps
-        c.tbits = self.tbits
-        c.stride = self.maxf + ((<Py_ssize_t>1 << self.tbits) if self.tbits > 0 else 0)
-        if c.stride < 1:
-            c.stride = 1
-        outs = NULL
         try:
+            sp = <const int64_t**>calloc(<size_t>K, sizeof(int64_t*))
+            sn = <Py_ssize_t*>calloc(<size_t>K, sizeof(Py_ssize_t))
+            stp = <Py_ssize_t*>calloc(<size_t>K, sizeof(Py_ssize_t))
+            if sp == NULL or sn == NULL or stp == NULL:
+                raise MemoryError("NeighborSampler.sample: out of memory")
+            for k in range(K):
+                sv = keep[k]
+                sn[k] = sv.shape[0]
+                stp[k] = seed_types[k]
+                if sn[k] > 0:
+                    sp[k] = &sv[0]
+            _reset_seen()
+            maps = self._acquire()
+            c.T = self.T
+            c.R = self.R
+            c.L = self.L
+            c.replace = self.replace
+            c.rel_src = self.rel_src
+            c.rel_dst = self.rel_dst
+            c.ptrs = self.ptrs
+            c.eperm = self.eperms
+            c.fanouts = self.fanouts
+            c.nthreads = _clamp_threads(num_threads)
+            c.key = rtx_combine(rtx_combine(rtx_combine(0x5EED5A3D1E5A3D1EULL, seed), epoch),
+                                batch)
+            c.maps = maps.maps
+            c.tbits = self.tbits
+            c.stride = self.maxf + ((<Py_ssize_t>1 << self.tbits) if self.tbits > 0 else 0)
+            if c.stride < 1:
+                c.stride = 1
             with nogil:
                 rc = _call_alloc(&c)
-                if rc == 0:
-                    rc = _call_seeds(&c, &seeds[0], B, seed_type, self.num_nodes[seed_type],
-                                     &bad, &badval)
+                k = 0
+                while rc == 0 and k < K:
+                    if sn[k] > 0:
+                        rc = _call_seeds(&c, sp[k], sn[k], stp[k], self.num_nodes[stp[k]],
+                                         &bad, &badval)
+                        badk = k
+                    k += 1
                 h = 0
                 while rc == 0 and h < c.L:
                     c.hop = h
@@ -778,20 +898,24 @@ cdef class HeteroSamplerKernel:
                 raise MemoryError("NeighborSampler.sample: out of memory")
             if rc == -2:
                 raise IndexError(f"sample: seeds[{bad}] = {badval} is out of range for "
-                                 f"{self.num_nodes[seed_type]} nodes")
+                                 f"{self.num_nodes[stp[badk]]} nodes")
             # the outputs: allocated with the GIL, filled without it
-            outs = <int64_t**>calloc(<size_t>(self.T + 4 * self.R + 1), sizeof(int64_t*))
+            outs = <int64_t**>calloc(<size_t>(self.T + OUT_PER_REL * self.R + 1),
+                                     sizeof(int64_t*))
             if outs == NULL:
                 raise MemoryError("NeighborSampler.sample: out of memory")
             n_id = [_new_i64(c.nid[t].n, &outs[t]) for t in range(self.T)]
             src, dst, ptrs, perms = [], [], [], []
+            e_id = [] if want_eid else None
             for j in range(self.R):
                 E = c.esrc[j].n
                 nd = c.nid[self.rel_dst[j]].n
-                src.append(_new_i64(E, &outs[self.T + 4 * j]))
-                dst.append(_new_i64(E, &outs[self.T + 4 * j + 1]))
-                ptrs.append(_new_i64(nd + 1, &outs[self.T + 4 * j + 2]))
-                perms.append(_new_i64(E, &outs[self.T + 4 * j + 3]))
+                src.append(_new_i64(E, &outs[self.T + OUT_PER_REL * j]))
+                dst.append(_new_i64(E, &outs[self.T + OUT_PER_REL * j + 1]))
+                ptrs.append(_new_i64(nd + 1, &outs[self.T + OUT_PER_REL * j + 2]))
+                perms.append(_new_i64(E, &outs[self.T + OUT_PER_REL * j + 3]))
+                if want_eid:
+                    e_id.append(_new_i64(E, &outs[self.T + OUT_PER_REL * j + 4]))
             hop_nodes = _np_sample.empty((self.L + 1, self.T), _np_sample.int64)
             hop_edges = _np_sample.empty((self.L, self.R), _np_sample.int64)
             total = 0
@@ -812,9 +936,13 @@ cdef class HeteroSamplerKernel:
             for h in range(self.L):
                 for j in range(self.R):
                     hop_edges[h, j] = c.hop_edges[h * self.R + j]
-            return n_id, src, dst, ptrs, perms, hop_nodes, hop_edges
+            return n_id, src, dst, ptrs, perms, hop_nodes, hop_edges, e_id
         finally:
             free(outs)
+            free(sp)
+            free(sn)
+            free(stp)
             with nogil:
                 _call_free(&c)
-            self._give_back(maps)
+            if maps is not None:
+                self._give_back(maps)

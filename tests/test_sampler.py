@@ -58,18 +58,25 @@ def in_neighbours(graph, et, v):
 
 
 def _replay(graph, sampler, out: HeteroSamplerOutput, seeds, replace):
-    """Check ``out`` against PyG's algorithm replayed with ``out``'s own draws."""
+    """Check ``out`` against PyG's algorithm replayed with ``out``'s own draws.
+    ``seeds``: ``(node_type, ids)`` or a dict ``{node_type: ids}`` (pyg-lib's
+    seed_dict: every type's seeds are hop 0's frontier)."""
     node_types = list(graph.num_nodes_dict)
     edge_types = list(graph.edge_index_dict)
-    seed_type, seed_ids = seeds
-    seed_ids = [int(v) for v in seed_ids]
+    if isinstance(seeds, dict):
+        seed_type = None
+        seed_dict = {t: [int(v) for v in ids] for t, ids in seeds.items()}
+    else:
+        seed_type = seeds[0]
+        seed_dict = {seed_type: [int(v) for v in seeds[1]]}
     fan = sampler.num_neighbors
     L = sampler.num_hops
     n_id = {t: [] for t in node_types}
     local = {t: {} for t in node_types}
-    for i, v in enumerate(seed_ids):
-        n_id[seed_type].append(v)
-        local[seed_type].setdefault(v, i)
+    for t, ids in seed_dict.items():
+        for i, v in enumerate(ids):
+            n_id[t].append(v)
+            local[t].setdefault(v, i)
     got_n_id = {t: out.n_id_dict[t].tolist() for t in node_types}
     # the kernel's draws, per (edge type, local destination), in order
     drawn = {}
@@ -125,7 +132,8 @@ def _replay(graph, sampler, out: HeteroSamplerOutput, seeds, replace):
     assert got_n_id == n_id
     assert out.num_sampled_nodes_dict == hop_nodes
     assert out.num_sampled_edges_dict == hop_edges
-    assert out.input_type == seed_type and out.batch_size == len(seed_ids)
+    assert out.input_type == seed_type
+    assert out.batch_size == sum(len(v) for v in seed_dict.values())
     for et in edge_types:
         ei = out.edge_index_dict[et]
         assert ei.src.indices.tolist() == rows[et]
@@ -151,9 +159,34 @@ def _replay(graph, sampler, out: HeteroSamplerOutput, seeds, replace):
                 assert set(sampled) <= set(true_edges), (et, c)
     for t in node_types:
         assert out.n_id_dict[t].dtype == np.int64 and not out.n_id_dict[t].flags.writeable
-        assert out.n_id_dict[t][: len(seed_ids) if t == seed_type else 0].tolist() == (
-            seed_ids if t == seed_type else [])
+        mine = seed_dict.get(t, [])
+        assert out.n_id_dict[t][: len(mine)].tolist() == mine
+    if sampler.return_edge_id:
+        _check_edge_ids(graph, out, n_id, replace)
+    else:
+        assert out.e_id_dict is None
     return n_id
+
+
+def _check_edge_ids(graph, out, n_id, replace):
+    """Every sampled edge's id names an edge of the graph with its two end points;
+    a destination's ids are distinct and ascending without replacement (edge order:
+    multi-edges are told apart)."""
+    assert list(out.e_id_dict) == list(graph.edge_index_dict)
+    for et, e_id in out.e_id_dict.items():
+        ei = out.edge_index_dict[et]
+        g = np.asarray(graph.edge_index_dict[et]).astype(np.int64)
+        assert e_id.dtype == np.int64 and not e_id.flags.writeable
+        assert e_id.shape == (ei.num_edges,)
+        if not ei.num_edges:
+            continue
+        assert 0 <= e_id.min() and e_id.max() < g.shape[1]
+        np.testing.assert_array_equal(g[0, e_id], np.asarray(n_id[et[0]])[ei.src.indices])
+        np.testing.assert_array_equal(g[1, e_id], np.asarray(n_id[et[2]])[ei.dst.indices])
+        if not replace:
+            d = ei.dst.indices
+            same = d[1:] == d[:-1]
+            assert (e_id[1:][same] > e_id[:-1][same]).all(), et
 
 
 def assert_same(a: HeteroSamplerOutput, b: HeteroSamplerOutput):
@@ -168,6 +201,9 @@ def assert_same(a: HeteroSamplerOutput, b: HeteroSamplerOutput):
             np.testing.assert_array_equal(p, q)
     assert a.num_sampled_nodes_dict == b.num_sampled_nodes_dict
     assert a.num_sampled_edges_dict == b.num_sampled_edges_dict
+    if a.e_id_dict is not None and b.e_id_dict is not None:
+        for et in a.e_id_dict:
+            np.testing.assert_array_equal(a.e_id_dict[et], b.e_id_dict[et])
 
 
 @pytest.fixture
@@ -186,6 +222,95 @@ def test_matches_reference(replace, fanouts):
     for batch in range(3):
         seeds = ("a", np.random.default_rng(batch).choice(30, 6, replace=False))
         _replay(g, s, s.sample(seeds, epoch=1, batch=batch), seeds, replace)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1, 2], [40, 1]])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_dict_seeds_match_reference(replace, fanouts, dtype):
+    """Seeds of several node types at once (a link loader's two end point types):
+    all of them hop 0's frontier, each type's seeds first in its n_id; a sampled
+    node that is a seed of its type maps to that seed."""
+    g = random_graph(np.random.default_rng(21), dtype=dtype)
+    s = NeighborSampler(g, fanouts, replace=replace, seed=5, return_edge_id=True)
+    for batch in range(3):
+        rng = np.random.default_rng(100 + batch)
+        seeds = {"a": rng.choice(30, 5, replace=False), "b": rng.integers(0, 20, 4),
+                 "c": np.array([], np.int64) if batch == 1 else rng.choice(5, 2)}
+        out = s.sample(seeds, epoch=2, batch=batch)
+        _replay(g, s, out, seeds, replace)
+
+
+def test_dict_of_one_type_is_the_tuple_form():
+    g = random_graph(np.random.default_rng(22))
+    s = NeighborSampler(g, [3, 2], seed=9)
+    seeds = np.array([4, 1, 4, 7])
+    a, b = s.sample(("a", seeds), 1, 2), s.sample({"a": seeds}, 1, 2)
+    assert_same(a, b)
+    assert (a.input_type, a.batch_size, b.input_type, b.batch_size) == ("a", 4, None, 4)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [[3, 2], [-1, -1], [1, 40]])
+def test_edge_ids_name_the_sampled_edges(replace, fanouts):
+    g = random_graph(np.random.default_rng(23))     # multi-edges and self loops
+    s = NeighborSampler(g, fanouts, replace=replace, seed=3, return_edge_id=True)
+    assert s._kernel.has_edge_ids
+    plain = NeighborSampler(g, fanouts, replace=replace, seed=3)
+    assert not plain._kernel.has_edge_ids
+    for batch in range(3):
+        seeds = ("a", np.random.default_rng(batch).choice(30, 8, replace=False))
+        out = s.sample(seeds, batch=batch)
+        _replay(g, s, out, seeds, replace)
+        # edge ids change nothing else
+        assert_same(out, plain.sample(seeds, batch=batch))
+    # -1: a destination's edge ids are exactly its in-edges, in edge order
+    if fanouts == [-1, -1]:
+        for et, e_id in out.e_id_dict.items():
+            ei = out.edge_index_dict[et]
+            dst_g = out.n_id_dict[et[2]][ei.dst.indices]
+            col = np.asarray(g.edge_index_dict[et])[1]
+            for v in np.unique(dst_g)[:5]:
+                np.testing.assert_array_equal(np.unique(e_id[dst_g == v]),
+                                              np.flatnonzero(col == v))
+    with pytest.raises(TypeError, match="return_edge_id"):
+        NeighborSampler(g, [1], return_edge_id=1)
+
+
+def test_kernel_checks_edge_permutations():
+    nn = np.array([3, 3], np.int64)
+    ptr, _ = _kernels.snapshot_indices(np.array([0, 1, 1, 2], np.int64), -1)
+    col, _ = _kernels.snapshot_indices(np.array([0, 2], np.int64), -1)
+    one = np.array([0], np.int64)
+    fan = np.array([[1]], np.int64)
+    good, _ = _kernels.snapshot_indices(np.array([1, 0], np.int64), -1)
+    k = _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False, [good])
+    assert k.has_edge_ids
+    with pytest.raises(TypeError, match="snapshots"):
+        _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False,
+                                     [np.array([1, 0], np.int64)])
+    short, _ = _kernels.snapshot_indices(np.array([0], np.int64), -1)
+    with pytest.raises(ValueError, match="entries for 2 edges"):
+        _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False, [short])
+    out_of_range, _ = _kernels.snapshot_indices(np.array([0, 2], np.int64), -1)
+    with pytest.raises(IndexError, match="edge id"):
+        _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False,
+                                     [out_of_range])
+    with pytest.raises(ValueError, match="per relation"):
+        _kernels.HeteroSamplerKernel(nn, one, one + 1, [ptr], [col], fan, False, [])
+    # the kernel's seed lists: one type each, distinct types, in range
+    with pytest.raises(ValueError, match="given twice"):
+        k.sample([one, one], [0, 0], 0, 0, 0, 1)
+    with pytest.raises(ValueError, match="outside"):
+        k.sample([one], [2], 0, 0, 0, 1)
+    with pytest.raises(ValueError, match="one seed type per seed array"):
+        k.sample([one], [0, 1], 0, 0, 0, 1)
+    with pytest.raises(ValueError, match="no seeds"):
+        k.sample([one[:0]], [0], 0, 0, 0, 1)
+    with pytest.raises(IndexError, match=r"seeds\[0\] = 3"):
+        k.sample([one, one + 3], [0, 1], 0, 0, 0, 1)   # fine for type 0, not for 1 (3 nodes)
+    res = k.sample([one, one + 1], [0, 1], 0, 0, 0, 1)
+    assert [a.tolist() for a in res[0]] == [[0], [1]]
 
 
 def test_all_neighbour_hops_equal_the_true_neighbourhood():
@@ -373,6 +498,27 @@ def test_same_bits_at_any_thread_count(replace, parallel_always):
     _kernels.set_sample_parallel_min(1 << 40)
     rtx.set_num_threads(2)
     assert_same(outs[0], s.sample(seeds, epoch=0, batch=1))
+
+
+def test_dict_seeds_and_edge_ids_same_bits_at_any_thread_count(parallel_always):
+    g = random_graph(np.random.default_rng(19), num_nodes={"a": 3000, "b": 2000, "c": 40},
+                     num_edges={("a", "to", "b"): 30000, ("b", "to", "a"): 30000,
+                                ("a", "self", "a"): 20000, ("c", "to", "a"): 3000,
+                                ("b", "to", "c"): 5000})
+    s = NeighborSampler(g, [5, 50], seed=6, return_edge_id=True)
+    seeds = {"a": np.arange(0, 3000, 5), "b": np.arange(1, 2000, 4)}
+    outs = []
+    try:
+        for t in (1, 2, 3):
+            rtx.set_num_threads(t)
+            outs.append(s.sample(seeds, epoch=1, batch=4))
+    finally:
+        rtx.set_num_threads(2)
+    _replay(g, s, outs[0], seeds, False)
+    for o in outs[1:]:
+        assert_same(outs[0], o)
+        for et in o.e_id_dict:
+            np.testing.assert_array_equal(outs[0].e_id_dict[et], o.e_id_dict[et])
 
 
 def test_snapshot_mutating_the_input_changes_nothing():
@@ -563,8 +709,18 @@ def test_bad_seeds_raise_before_sampling():
         s.sample(("zzz", [0]))
     with pytest.raises(TypeError, match="tuple"):
         s.sample([0, 1])
-    with pytest.raises(TypeError, match="tuple"):
-        s.sample({"a": [0]})
+    # a dict of seeds of several types is accepted (test_dict_seeds_match_reference);
+    # its bad forms are errors before sampling
+    with pytest.raises(ValueError, match="unknown node type"):
+        s.sample({"a": [0], "zzz": [0]})
+    with pytest.raises(TypeError, match="must be a str"):
+        s.sample({0: [0]})
+    with pytest.raises(ValueError, match="no seeds"):
+        s.sample({})
+    with pytest.raises(ValueError, match="no seeds"):
+        s.sample({"a": [], "b": []})
+    with pytest.raises(IndexError, match=r"seeds\[0\] = 20 is out of range for the 20 'b'"):
+        s.sample({"a": [0], "b": [20]})
     with pytest.raises(ValueError, match="no seeds"):
         s.sample(("a", []))
     with pytest.raises(IndexError, match=r"seeds\[1\] = 30"):

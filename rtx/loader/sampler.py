@@ -54,17 +54,24 @@ class HeteroSamplerOutput:
             ``num_sampled_nodes``).
         num_sampled_edges_dict: edge type -> edges sampled per hop (``num_hops``
             entries; PyG's ``num_sampled_edges``).
-        input_type: the seeds' node type.
+        input_type: the seeds' node type (``None`` for seeds of several types,
+            given as a dict).
         batch_size: the number of seeds (``n_id_dict[input_type][:batch_size]``
-            are the seeds).
+            are the seeds; with a dict of seeds, their total:
+            ``n_id_dict[t][:num_sampled_nodes_dict[t][0]]`` are type t's).
+        e_id_dict: edge type -> the global edge id (position in the graph's
+            ``edge_index``) of every sampled edge, read-only int64 (PyG's
+            ``e_id``); ``None`` unless the sampler was built with
+            ``return_edge_id=True``.
     """
 
     n_id_dict: dict[str, np.ndarray]
     edge_index_dict: dict[EdgeType, EdgeIndex]
     num_sampled_nodes_dict: dict[str, list[int]]
     num_sampled_edges_dict: dict[EdgeType, list[int]]
-    input_type: str
+    input_type: str | None
     batch_size: int
+    e_id_dict: dict[EdgeType, np.ndarray] | None = None
 
     @property
     def num_nodes_dict(self) -> dict[str, int]:
@@ -214,6 +221,10 @@ class NeighborSampler:
             number of hops.  ``-1`` = all neighbours, ``0`` = none.
         replace: sample with replacement.
         seed: the sampler's seed (an int in ``[0, 2**64)``).
+        return_edge_id: also return each sampled edge's id (its position in the
+            graph's ``edge_index``; ``HeteroSamplerOutput.e_id_dict``, PyG's
+            ``e_id``), to gather edge attributes.  Keeps the destination
+            grouping's permutation: 8 more bytes per edge of the graph.
 
     Ids stay in the dtype given: int32 when every edge array is int32, else int64.
     Edge types are processed in ``edge_index_dict`` order (it decides the order of
@@ -221,7 +232,7 @@ class NeighborSampler:
     """
 
     def __init__(self, data: Any, num_neighbors: NumNeighbors, replace: bool = False,
-                 seed: int = 0) -> None:
+                 seed: int = 0, return_edge_id: bool = False) -> None:
         num_nodes = _read_num_nodes(data)
         edges = _read_edges(data, num_nodes)
         self.node_types: list[str] = list(num_nodes)
@@ -233,6 +244,10 @@ class NeighborSampler:
             raise TypeError(f"NeighborSampler: replace must be a bool, got "
                             f"{type(replace).__name__}")
         self.replace = bool(replace)
+        if not isinstance(return_edge_id, (bool, np.bool_)):
+            raise TypeError(f"NeighborSampler: return_edge_id must be a bool, got "
+                            f"{type(return_edge_id).__name__}")
+        self.return_edge_id = bool(return_edge_id)
         s = _int(seed, "NeighborSampler: seed")
         if not 0 <= s < _U64:
             raise ValueError(f"NeighborSampler: seed must be in [0, 2**64), got {s}")
@@ -244,7 +259,7 @@ class NeighborSampler:
         tidx = {nt: i for i, nt in enumerate(self.node_types)}
         self._type_index = tidx
         is32 = bool(edges) and all(a.dtype == np.int32 for a in edges.values())
-        ptrs, cols = [], []
+        ptrs, cols, eperms = [], [], []
         for et, a in edges.items():
             s_t, _, d_t = et
             op = f"NeighborSampler: edge_index of {et!r}"
@@ -257,6 +272,8 @@ class NeighborSampler:
             col = np.take(sidx if is32 else sidx.astype(np.int64, copy=False), perm)
             ptrs.append(ptr)
             cols.append(snapshot_indices(col, -1)[0])
+            if self.return_edge_id:
+                eperms.append(perm)   # CSR position -> edge id (an immutable snapshot)
             del src, dst, perm, col
         self.dtype = np.dtype(np.int32 if is32 else np.int64)
         fan = np.array([self.num_neighbors[et] for et in self.edge_types],
@@ -265,39 +282,52 @@ class NeighborSampler:
             np.array([num_nodes[nt] for nt in self.node_types], dtype=np.int64),
             np.array([tidx[et[0]] for et in self.edge_types], dtype=np.int64),
             np.array([tidx[et[2]] for et in self.edge_types], dtype=np.int64),
-            ptrs, cols, fan, self.replace)
+            ptrs, cols, fan, self.replace, eperms if self.return_edge_id else None)
         self._num_edges = {et: int(a.shape[1]) for et, a in edges.items()}
 
     @property
     def num_edges_dict(self) -> dict[EdgeType, int]:
         return dict(self._num_edges)
 
-    def _seeds(self, seeds: Any) -> tuple[str, np.ndarray]:
-        if not (isinstance(seeds, tuple) and len(seeds) == 2):
-            raise TypeError("NeighborSampler.sample: seeds must be a (node_type, ids) tuple, "
-                            f"got {type(seeds).__name__}")
-        nt, ids = seeds
+    def _seed_ids(self, nt: Any, ids: Any, op: str) -> np.ndarray:
         if not isinstance(nt, str):
-            raise TypeError(f"NeighborSampler.sample: the seeds' node type must be a str, got "
+            raise TypeError(f"{op}: the seeds' node type must be a str, got "
                             f"{type(nt).__name__}")
         if nt not in self._type_index:
-            raise ValueError(f"NeighborSampler.sample: unknown node type {nt!r} (node types: "
+            raise ValueError(f"{op}: unknown node type {nt!r} (node types: "
                              f"{self.node_types})")
-        op = "NeighborSampler.sample: seeds"
-        arr = as_index_array(_host(ids), op)
-        if arr.shape[0] == 0:
-            raise ValueError(f"{op}: no seeds (an empty batch)")
+        arr = as_index_array(_host(ids), f"{op}: seeds")
         own = np.array(arr, dtype=np.int64, copy=True)   # private: checked, then sampled
         n = self.num_nodes_dict[nt]
         bad = first_out_of_bounds(own, n)
         if bad >= 0:
-            raise IndexError(f"{op}[{bad}] = {int(own[bad])} is out of range for the {n} "
-                             f"{nt!r} nodes")
-        return nt, own
+            raise IndexError(f"{op}: seeds[{bad}] = {int(own[bad])} is out of range for the "
+                             f"{n} {nt!r} nodes")
+        return own
 
-    def sample(self, seeds: tuple[str, Any], epoch: int = 0, batch: int = 0
-               ) -> HeteroSamplerOutput:
-        """Sample the neighbourhood of ``seeds = (node_type, ids)``.
+    def _seeds(self, seeds: Any) -> tuple[str | None, dict[str, np.ndarray]]:
+        op = "NeighborSampler.sample"
+        if isinstance(seeds, Mapping):
+            if not seeds:
+                raise ValueError(f"{op}: seeds: no seeds (an empty dict)")
+            out = {nt: self._seed_ids(nt, ids, op) for nt, ids in seeds.items()}
+            if not any(len(v) for v in out.values()):
+                raise ValueError(f"{op}: seeds: no seeds (an empty batch)")
+            return None, out
+        if not (isinstance(seeds, tuple) and len(seeds) == 2):
+            raise TypeError(f"{op}: seeds must be a (node_type, ids) tuple or a dict "
+                            f"node_type -> ids, got {type(seeds).__name__}")
+        nt, ids = seeds
+        own = self._seed_ids(nt, ids, op)
+        if own.shape[0] == 0:
+            raise ValueError(f"{op}: seeds: no seeds (an empty batch)")
+        return nt, {nt: own}
+
+    def sample(self, seeds: tuple[str, Any] | Mapping[str, Any], epoch: int = 0,
+               batch: int = 0, num_threads: int | None = None) -> HeteroSamplerOutput:
+        """Sample the neighbourhood of ``seeds = (node_type, ids)``, or of seeds of
+        several node types at once, ``{node_type: ids}`` (all of them hop 0's
+        frontier, as pyg-lib's ``seed_dict``: what a link loader samples from).
 
         ``epoch`` and ``batch`` (ints in ``[0, 2**63)``) select the random stream
         together with the sampler's seed: the same ``(seed, epoch, batch, seeds)``
@@ -305,16 +335,23 @@ class NeighborSampler:
         are kept (PyG keeps them): each copy is a seed row of its own and draws
         the same neighbours; a sampled node equal to a seed maps to its first
         copy.  The GIL is released while sampling: safe to call from several
-        threads at once.
+        threads at once.  ``num_threads``: the kernel's threads for this call
+        (default ``rtx.get_num_threads()``; the sample never depends on it).
         """
-        nt, own = self._seeds(seeds)
+        input_type, own = self._seeds(seeds)
+        if num_threads is None:
+            nthr = get_num_threads()
+        else:
+            nthr = _int(num_threads, "NeighborSampler.sample: num_threads")
+            if nthr < 1:
+                raise ValueError(f"NeighborSampler.sample: num_threads must be >= 1, got {nthr}")
         ep = _int(epoch, "NeighborSampler.sample: epoch")
         bt = _int(batch, "NeighborSampler.sample: batch")
         for name, v in (("epoch", ep), ("batch", bt)):
             if not 0 <= v < _I64:
                 raise ValueError(f"NeighborSampler.sample: {name} must be in [0, 2**63), got {v}")
-        n_id, src, dst, ptrs, perms, hop_nodes, hop_edges = self._kernel.sample(
-            own, self._type_index[nt], self.seed, ep, bt, get_num_threads())
+        n_id, src, dst, ptrs, perms, hop_nodes, hop_edges, e_id = self._kernel.sample(
+            list(own.values()), [self._type_index[t] for t in own], self.seed, ep, bt, nthr)
         tidx = self._type_index
         eid: dict[EdgeType, EdgeIndex] = {}
         for j, et in enumerate(self.edge_types):
@@ -331,8 +368,9 @@ class NeighborSampler:
                                     for i, t in enumerate(self.node_types)},
             num_sampled_edges_dict={et: hop_edges[:, j].tolist()
                                     for j, et in enumerate(self.edge_types)},
-            input_type=nt,
-            batch_size=int(own.shape[0]),
+            input_type=input_type,
+            batch_size=sum(int(v.shape[0]) for v in own.values()),
+            e_id_dict=None if e_id is None else dict(zip(self.edge_types, e_id, strict=True)),
         )
 
     def __repr__(self) -> str:
