@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from ..backend.index_plan import EdgeIndex
 from ..creation import from_numpy
 from ..serialization import load as _load
 from ..serialization import save as _save
@@ -43,9 +44,12 @@ _NODE_ATTRS = ("x", "y", "train_mask", "val_mask", "test_mask", "n_id", "batch",
 
 
 def _shape(v: Any) -> tuple[int, ...] | None:
-    """The shape of an array-like value (rtx tensor, numpy array, torch tensor), else None."""
+    """The shape of an array-like value (rtx tensor, numpy array, torch tensor, an
+    ``EdgeIndex`` as the ``[2, E]`` array it stands for), else None."""
     if isinstance(v, (Tensor, np.ndarray)):
         return tuple(v.shape)
+    if isinstance(v, EdgeIndex):   # a sampled batch's edge_index (rtx.loader)
+        return (2, v.num_edges)
     s = getattr(v, "shape", None)
     if isinstance(s, tuple) or (s is not None and type(s).__name__ == "Size"):
         try:
@@ -56,9 +60,12 @@ def _shape(v: Any) -> tuple[int, ...] | None:
 
 
 def _host(v: Any) -> np.ndarray:
-    """A numpy view of an array-like value (zero-copy for rtx tensors and arrays)."""
+    """A numpy view of an array-like value (zero-copy for rtx tensors and arrays; an
+    ``EdgeIndex`` becomes its int64 ``[2, E]`` array, a copy)."""
     if isinstance(v, Tensor):
         return v.numpy()
+    if isinstance(v, EdgeIndex):
+        return np.stack([v.src.indices, v.dst.indices])
     if isinstance(v, np.ndarray):
         return v
     if hasattr(v, "detach") and hasattr(v, "cpu"):  # a torch tensor
