@@ -4,6 +4,7 @@
     python benchmarks/bench_sampling.py --scale 0.1 --batches 30
     python benchmarks/bench_sampling.py --quick           # a smoke run (seconds)
     python benchmarks/bench_sampling.py --dgl-python /path/to/dglvenv/bin/python
+    python benchmarks/bench_sampling.py --loader --scale 0.05   # the loader's overlap
 
 The graph has ogbn-mag's schema and size at ``--scale 1``: paper 736,389 (128-d
 float32 features), author 1,134,649, institution 8,740, field_of_study 59,965;
@@ -33,6 +34,20 @@ graph build time (the sampler's adjacency; DGL's heterograph + its formats built
 by the warm-up), peak RSS.  Edge counts differ a little by design: DGL's blocks
 re-sample every node of the previous block (the seeds again at hop 2), PyG's and
 rtx's hop k expands only the nodes hop k - 1 added.
+
+``--loader`` measures ``rtx.loader.NeighborLoader``'s background thread instead:
+a small heterogeneous GAT (a linear layer on the paper features, zeros for the
+featureless types, two ``HeteroConv(GATConv)`` layers, hidden ``--hidden``, 2
+heads) trains one step per batch on ``rtx.datasets.synthetic_mag(--scale)``'s
+training papers, with ``prefetch=0`` (sample, gather, then train) and ``prefetch=1``
+(the next batch sampled and gathered on the loader's thread while this one trains),
+alternately ``--rounds`` times.  Reported: wall time per batch of each, the
+loader alone (``t_load``: sampling + gathering, prefetch 0, no training) and
+training alone (``t_train``: on batches made beforehand), and the share of the
+loading hidden behind training, ``(wall(prefetch 0) - wall(prefetch 1)) / t_load``
+(1 = all of it; at most ``min(t_load, t_train) / t_load`` can be hidden).
+``--loader-threads`` gives the loader's sampler its own thread count (training
+keeps ``--threads``).
 
 The machine this runs on is often shared: the load average is printed at the start
 and the end; figures with a load average above 1 are not of record.
@@ -291,6 +306,127 @@ def _dgl_python(path: str | None) -> str | None:
     return None
 
 
+# ------------------------------------------------------------ loader overlap
+def _tiny_hetgat(rtx: Any, data: Any, hidden: int, heads: int = 2) -> Any:
+    """Linear on the featured types, zeros for the featureless ones, two
+    HeteroConv(GATConv) layers (the second only into the target), a classifier."""
+    nn = rtx.nn
+    target = data.target
+    in_dims = {nt: int(data[nt].x.shape[1]) for nt in data.node_types if "x" in data[nt]}
+
+    class TinyHetGAT(nn.Module):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.featureless = [nt for nt in data.node_types if nt not in in_dims]
+            self.lin = nn.ModuleDict({nt: nn.Linear(d, hidden) for nt, d in in_dims.items()})
+
+            def conv(et: tuple[str, str, str]) -> Any:
+                ch = hidden if et[0] == et[2] else (hidden, hidden)
+                return nn.GATConv(ch, hidden // heads, heads=heads, add_self_loops=False)
+
+            self.conv1 = nn.HeteroConv({et: conv(et) for et in data.edge_types})
+            self.conv2 = nn.HeteroConv({et: conv(et) for et in data.edge_types
+                                        if et[2] == target})
+            self.head = nn.Linear(hidden, int(data.num_classes))
+
+        def forward(self, batch: Any) -> Any:
+            h = {nt: rtx.relu(self.lin[nt](batch[nt].x)) for nt in self.lin}
+            for nt in self.featureless:
+                h[nt] = rtx.zeros(batch[nt].num_nodes, hidden)
+            h1 = self.conv1(h, batch.edge_index_dict)
+            h = {nt: rtx.elu(h1[nt]) if nt in h1 else v for nt, v in h.items()}
+            return self.head(self.conv2(h, batch.edge_index_dict)[target])
+
+    return TinyHetGAT()
+
+
+def run_loader(args: argparse.Namespace, fanouts: list[int]) -> dict[str, Any]:
+    """Wall time per batch with prefetch 0 and 1, the loader and training alone."""
+    sys.path.insert(0, ROOT)
+    import rtx
+    import rtx.nn.functional as F
+    from rtx.loader import NeighborLoader
+
+    rtx.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    data = rtx.datasets.synthetic_mag(args.scale, seed=0)
+    print(f"# graph (rtx.datasets.synthetic_mag({args.scale}), "
+          f"{time.perf_counter() - t0:.1f} s): {data.num_nodes:,} nodes, "
+          f"{data.num_edges:,} edges")
+    rtx.manual_seed(0)
+    model = _tiny_hetgat(rtx, data, args.hidden)
+    opt = rtx.optim.Adam(model.parameters(), lr=0.005)
+    target = data.target
+
+    def loader(prefetch: int) -> Any:
+        return NeighborLoader(data, fanouts, input_nodes=(target, data[target].train_mask),
+                              batch_size=args.batch_size, shuffle=True, seed=0,
+                              prefetch=prefetch, num_threads=args.loader_threads)
+
+    def step(batch: Any) -> None:
+        bs = batch[target].batch_size
+        loss = F.cross_entropy(model(batch)[:bs], batch[target].y[:bs])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    n = args.batches
+
+    def train(prefetch: int) -> float:
+        it = iter(loader(prefetch))
+        for _ in range(args.warmup):
+            step(next(it))
+        t = time.perf_counter()
+        for _ in range(n):
+            step(next(it))
+        dt = time.perf_counter() - t
+        it.close()
+        return dt / n
+
+    def load_only() -> tuple[float, list[Any]]:
+        it = iter(loader(0))
+        for _ in range(args.warmup):
+            next(it)
+        t = time.perf_counter()
+        kept = [next(it) for _ in range(n)]
+        return (time.perf_counter() - t) / n, kept
+
+    def train_only(batches: list[Any]) -> float:
+        t = time.perf_counter()
+        for b in batches:
+            step(b)
+        return (time.perf_counter() - t) / len(batches)
+
+    if len(loader(0)) < args.warmup + n:
+        raise SystemExit(f"bench_sampling: only {len(loader(0))} batches per epoch; lower "
+                         "--batches / --warmup or raise --scale")
+    sync, ahead, t_load, t_train = [], [], [], []
+    for _ in range(args.rounds):
+        tl, kept = load_only()
+        t_load.append(tl)
+        t_train.append(train_only(kept))
+        del kept
+        sync.append(train(0))
+        ahead.append(train(1))
+    med = statistics.median
+    r = {"fanouts": fanouts, "batch_size": args.batch_size, "hidden": args.hidden,
+         "threads": args.threads, "loader_threads": args.loader_threads,
+         "wall_ms_prefetch0": 1e3 * med(sync), "wall_ms_prefetch1": 1e3 * med(ahead),
+         "load_ms": 1e3 * med(t_load), "train_ms": 1e3 * med(t_train)}
+    r["hidden_share"] = (r["wall_ms_prefetch0"] - r["wall_ms_prefetch1"]) / r["load_ms"]
+    r["hideable_share"] = min(r["load_ms"], r["train_ms"]) / r["load_ms"]
+    print(f"\nloader overlap, fanouts {fanouts}, batch {args.batch_size}, hidden "
+          f"{args.hidden}, {args.threads} threads (loader: "
+          f"{args.loader_threads or args.threads}), {n} batches x {args.rounds} rounds:")
+    speedup = r["wall_ms_prefetch0"] / r["wall_ms_prefetch1"]
+    print(f"  wall per batch: prefetch 0 {r['wall_ms_prefetch0']:.1f} ms, prefetch 1 "
+          f"{r['wall_ms_prefetch1']:.1f} ms ({speedup:.2f}x)")
+    print(f"  alone: loading {r['load_ms']:.1f} ms, training {r['train_ms']:.1f} ms per batch")
+    print(f"  loading hidden behind training: {100 * r['hidden_share']:.0f} % "
+          f"(at most {100 * r['hideable_share']:.0f} % can be)")
+    return r
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench_sampling", description=__doc__.split("\n")[0])
     ap.add_argument("--scale", type=float, default=1.0)
@@ -306,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-dgl", action="store_true")
     ap.add_argument("--quick", action="store_true", help="scale 0.01, 5 batches, 1 round")
     ap.add_argument("--json", default=None, help="also write the results here (atomically)")
+    ap.add_argument("--loader", action="store_true",
+                    help="measure NeighborLoader's prefetch overlap with training instead")
+    ap.add_argument("--batch-size", type=int, default=BATCH, help="--loader: seeds per batch")
+    ap.add_argument("--hidden", type=int, default=64, help="--loader: the model's width")
+    ap.add_argument("--loader-threads", type=int, default=None,
+                    help="--loader: the sampler's threads (default: --threads)")
     ap.add_argument("--child", choices=["rtx", "dgl"], help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     ap.add_argument("--timeout", type=float, default=3600, help=argparse.SUPPRESS)
@@ -323,6 +465,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.scale, args.batches, args.rounds, args.warmup = min(args.scale, 0.01), 5, 1, 1
     print(f"# load average at start (1/5/15 min): {_loadavg()}  (not of record above 1)")
+    if args.loader:
+        if args.batch_size < 1 or args.hidden < 2 or args.hidden % 2 or (
+                args.loader_threads is not None and args.loader_threads < 1):
+            ap.error("--batch-size >= 1, --hidden even and >= 2, --loader-threads >= 1")
+        rows = [run_loader(args, fanouts) for fanouts in fan_sets]
+        print(f"# load average at end (1/5/15 min): {_loadavg()}")
+        if args.json:
+            sys.path.insert(0, ROOT)
+            from rtx._fileio import atomic_write
+            with atomic_write(args.json, "w") as fh:
+                json.dump({"mode": "loader", "scale": args.scale, "loadavg_end": _loadavg(),
+                           "results": rows}, fh, indent=1)
+        return 0
     print(f"# scale {args.scale}, batch {BATCH}, {args.threads} threads, {args.batches} timed "
           f"batches after {args.warmup} warm-up, {args.rounds} rounds")
     dgl_py = None if args.no_dgl else _dgl_python(args.dgl_python)

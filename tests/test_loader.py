@@ -381,6 +381,19 @@ def test_breaking_early_stops_the_thread():
     assert len(loader_threads()) == before
     with pytest.raises(StopIteration):
         next(it)
+    # closing while the worker waits for a slot (it is prefetch batches ahead) wakes it
+    it = iter(loader)
+    next(it)
+    deadline = time.monotonic() + 10.0
+    while it._st.q.qsize() < loader.prefetch and time.monotonic() < deadline:
+        time.sleep(0.002)
+    assert it._st.q.qsize() == loader.prefetch
+    time.sleep(0.05)                          # now blocked taking a slot
+    closer = threading.Thread(target=it.close, daemon=True)
+    closer.start()
+    closer.join(10.0)
+    assert not closer.is_alive(), "close() did not stop a worker waiting for a slot"
+    assert len(loader_threads()) == before
     # a finished epoch leaves no thread
     assert len(list(loader)) == len(loader)
     gc.collect()
@@ -510,6 +523,11 @@ def test_bad_input_is_refused_before_sampling(monkeypatch):
     with pytest.raises(ValueError, match="epoch"):
         NeighborLoader(data, [2], input_nodes="paper").set_epoch(-1)
     assert calls == []
+    monkeypatch.undo()
+    sampler = rtx.loader.NeighborSampler(data, [2])
+    for v, exc in ((0, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(exc, match="num_threads"):
+            sampler.sample(("paper", [0]), num_threads=v)
     # the graph is untouched
     np.testing.assert_array_equal(np_(data[PC].edge_index), np_(small_graph()[PC].edge_index))
 
@@ -614,6 +632,11 @@ def test_link_labels_and_given_edges():
     # the relation's name alone names the edge type (PyG's _to_canonical)
     b = next(iter(LinkNeighborLoader(data, [2], edge_label_index="writes", batch_size=4)))
     assert "edge_label" not in b[PW] and np_(b[PW].edge_label_index).shape == (2, 4)
+    for key in ("writes", ("author", "paper"), PW, list(PW)):
+        b = LinkNeighborLoader(data, [2], edge_label_index=(key, np.stack([rows, cols])),
+                               shuffle=False, batch_size=30)([0, 1])
+        np.testing.assert_array_equal(np_(b["author"].n_id)[np_(b[PW].edge_label_index)[0]],
+                                      rows[:2])
 
 
 def test_link_batches_are_deterministic_and_epochs_differ():

@@ -671,13 +671,13 @@ class LinkNeighborLoader(_Loader):
         if eli is None:
             raise ValueError(f"{who}: a heterogeneous graph needs edge_label_index: an edge "
                              "type or (edge_type, [2, E] ids)")
-        if isinstance(eli, str) or (isinstance(eli, tuple) and eli
-                                    and isinstance(eli[0], str)):
-            et = _edge_type(data, eli, who)
+        if isinstance(eli, str) or (isinstance(eli, tuple) and eli and all(
+                isinstance(p, str) for p in eli)):
+            et = _edge_type(data, eli, who)       # an edge type, relation or (src, dst)
             idx = None
         elif isinstance(eli, (tuple, list)) and len(eli) == 2:
-            et = _edge_type(data, eli[0] if not isinstance(eli[0], list) else tuple(eli[0]),
-                            who)
+            # (edge type / relation / (src, dst), ids or None)
+            et = _edge_type(data, tuple(eli[0]) if isinstance(eli[0], list) else eli[0], who)
             idx = eli[1]
         else:
             raise TypeError(f"{who}: edge_label_index must be an edge type or (edge_type, "
