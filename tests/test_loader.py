@@ -11,6 +11,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rtx
 import rtx.nn as nn
@@ -568,7 +570,12 @@ def check_link_batch(data, batch, et, rows, cols, mode, amount=1.0, label=None):
         eli = np_(st.edge_label_index)
         K = eli.shape[1]
         want_neg = int(np.ceil(B * amount)) if mode == "binary" else 0
-        assert K == B + want_neg
+        n_s, n_d = data.num_nodes_dict[et[0]], data.num_nodes_dict[et[2]]
+        if et[0] == et[2]:      # pairs that may be negatives: no self-loops, no known pair
+            free = n_s * (n_s - 1) - sum(a != b for a, b in known)
+        else:
+            free = n_s * n_d - len(known)
+        assert K == B + min(want_neg, free)     # as many as asked, or all there are
         got_s, got_d = s_nid[eli[0]], d_nid[eli[1]]
         np.testing.assert_array_equal(got_s[:B], rows[input_id])
         np.testing.assert_array_equal(got_d[:B], cols[input_id])
@@ -716,6 +723,44 @@ def test_link_bad_input():
     with pytest.raises(TypeError, match="HeteroData"):
         LinkNeighborLoader({}, [1], edge_label_index=PW)
     assert len(LinkNeighborLoader(data, [1], edge_label_index=(PW, np.zeros((2, 0), int)))) == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n_a=st.integers(1, 12), n_b=st.integers(1, 9), e=st.integers(0, 40),
+       batch_size=st.integers(1, 15), shuffle=st.booleans(), drop_last=st.booleans(),
+       amount=st.sampled_from([None, 0.5, 1.0, 3.0]), seed=st.integers(0, 2**64 - 1),
+       data_seed=st.integers(0, 1000))
+def test_random_graphs_and_batchings(n_a, n_b, e, batch_size, shuffle, drop_last, amount,
+                                     seed, data_seed):
+    """Any graph and batching: an epoch covers the seeds (or drops only the last,
+    partial batch), every batch is the graph's, negatives are never edges."""
+    rng = np.random.default_rng(data_seed)
+    data = HeteroData()
+    data["a"].x = rng.random((n_a, 2)).astype(np.float32)
+    data["b"].num_nodes = n_b
+    ab = np.stack([rng.integers(0, n_a, e), rng.integers(0, n_b, e)])
+    data["a", "to", "b"].edge_index = ab
+    data["b", "back", "a"].edge_index = ab[[1, 0]]
+    data["a", "self", "a"].edge_index = np.stack([rng.integers(0, n_a, e),
+                                                  rng.integers(0, n_a, e)])
+    ids = rng.permutation(n_a)[: rng.integers(0, n_a + 1)]
+    loader = NeighborLoader(data, [2, -1], input_nodes=("a", ids), batch_size=batch_size,
+                            shuffle=shuffle, drop_last=drop_last, seed=seed, prefetch=1)
+    got = []
+    for batch in loader:
+        check_batch(data, batch, input_type="a")
+        got.extend(np_(batch["a"].n_id)[: batch["a"].batch_size].tolist())
+    full = len(ids) // batch_size * batch_size
+    assert len(got) == len(set(got)) == (full if drop_last else len(ids))
+    assert set(got) <= set(ids.tolist())
+    if e == 0:
+        return
+    neg = None if amount is None else {"mode": "binary", "amount": amount}
+    link = LinkNeighborLoader(data, [2], edge_label_index=("a", "to", "b"), neg_sampling=neg,
+                              batch_size=batch_size, shuffle=shuffle, seed=seed, prefetch=0)
+    for batch in link:
+        check_link_batch(data, batch, ("a", "to", "b"), ab[0], ab[1], neg and "binary",
+                         amount or 1.0)
 
 
 # ------------------------------------------------------------ training smoke
