@@ -13,22 +13,6 @@ from libc.math cimport INFINITY, exp, expf
 cdef enum:
     SEG_BLOCK = 64
 
-# Bytes touched ((E + N) * H * itemsize) below which segment/message kernels
-# stay on one thread (same reasoning as the index kernels' cut-overs).
-cdef Py_ssize_t SEGMENT_PARALLEL_MIN = 256 << 10
-
-
-def set_segment_parallel_min(Py_ssize_t nbytes):
-    """Bytes from which segment/message kernels use threads; returns the old
-    value (for tests and benchmarks: results never depend on it)."""
-    global SEGMENT_PARALLEL_MIN
-    if nbytes < 0:
-        raise ValueError("nbytes must be >= 0")
-    old = SEGMENT_PARALLEL_MIN
-    SEGMENT_PARALLEL_MIN = nbytes
-    return old
-
-
 cdef inline real _exp(real v) noexcept nogil:
     if real is float:
         return expf(v)
@@ -239,34 +223,44 @@ cdef void _segment_run(int kind, const real* a, const real* b, const int64_t* pe
         _arg_bwd_rows(a, ap, perm, ptr, F, op, r0, r1)
 
 
+ctypedef struct SegmentJob:
+    int kind
+    const void* a
+    const void* b
+    const int64_t* perm
+    const int64_t* ptr
+    Py_ssize_t F
+    void* out
+    int64_t* arg
+    bint dbl
+
+
+cdef void _segment_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    cdef const SegmentJob* j = <const SegmentJob*>job
+    if j.dbl:
+        _segment_run(j.kind, <const double*>j.a, <const double*>j.b, j.perm, j.ptr, j.F,
+                     <double*>j.out, j.arg, r0, r1)
+    else:
+        _segment_run(j.kind, <const float*>j.a, <const float*>j.b, j.perm, j.ptr, j.F,
+                     <float*>j.out, j.arg, r0, r1)
+
+
 cdef int _segment_parallel(int kind, const real* a, const real* b, const int64_t* perm,
                            const int64_t* ptr, Py_ssize_t N, Py_ssize_t F, real* op,
                            int64_t* ap, int T) noexcept nogil:
-    """Run a row kernel over segments [0, N) on T threads (dynamic chunks of
-    equal work; the result never depends on the split)."""
-    cdef Py_ssize_t c
-    cdef Py_ssize_t nchunks = _csr_nchunks(T, N)
-    cdef Py_ssize_t* bounds
-    if T <= 1 or nchunks <= 1:
-        _mark_seen()
-        _segment_run(kind, a, b, perm, ptr, F, op, ap, 0, N)
-        return 0
-    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
-    if bounds == NULL:
-        return -1
-    _csr_split(ptr, N, nchunks, bounds)
-    for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
-        _mark_seen()
-        _segment_run(kind, a, b, perm, ptr, F, op, ap, bounds[c], bounds[c + 1])
-    free(bounds)
-    return 0
-
-
-cdef int _segment_threads(int num_threads, Py_ssize_t E, Py_ssize_t N, Py_ssize_t F,
-                          Py_ssize_t itemsize):
-    if (E + N) * F * itemsize < SEGMENT_PARALLEL_MIN:
-        return 1
-    return _team_size(num_threads, N)
+    """Run a row kernel over segments [0, N) on T threads (the CSR driver:
+    the result never depends on the split)."""
+    cdef SegmentJob job
+    job.kind = kind
+    job.a = a
+    job.b = b
+    job.perm = perm
+    job.ptr = ptr
+    job.F = F
+    job.out = op
+    job.arg = ap
+    job.dbl = real is double
+    return _csr_parallel(_segment_chunk, &job, ptr, N, T, CSR_DYNAMIC)
 
 
 cdef Py_ssize_t _first_outside(const int64_t[:, ::1] a, int64_t lo, int64_t hi):
@@ -282,14 +276,6 @@ cdef Py_ssize_t _first_outside(const int64_t[:, ::1] a, int64_t lo, int64_t hi):
             if p[i] < lo or p[i] >= hi:
                 return i
     return -1
-
-
-cdef _check_grouping(const int64_t[::1] perm, const int64_t[::1] ptr, Py_ssize_t E,
-                     Py_ssize_t N, str op):
-    if perm.shape[0] != E or ptr.shape[0] < N + 1:
-        raise ValueError(f"{op}: the grouping does not match the data")
-    if N > 0 and (ptr[0] != 0 or ptr[N] != E):
-        raise ValueError(f"{op}: the grouping does not cover the data")
 
 
 def segment_softmax_csr(const real[:, ::1] scores, const int64_t[::1] perm,
