@@ -1,6 +1,6 @@
 # Row gather (index_select) and deterministic row scatter-add (index_add)
 # along dim 0.  Inputs arrive validated and C-contiguous from the Python
-# boundary (rtx/backend/cpu.py): 2-D ``(rows, F)`` data, 1-D indices already
+# boundary (rtx/backend/cpu/index.py): 2-D ``(rows, F)`` data, 1-D indices already
 # bounds-checked.  One source serves float32/float64 x int32/int64.
 #
 # Determinism of scatter-add: every output element is written by exactly one

@@ -4,7 +4,7 @@ One section per included ``.pxi`` file; keep it in sync with what they export
 (``tests/test_wheel_contents.py`` compares this file with the built module).
 """
 
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -160,7 +160,13 @@ def dlpack_export(
 ) -> Any: ...
 def dlpack_capsule_state(capsule: object) -> Literal["unused", "used", "other"]: ...
 # ---------------------------------------------------------------- _fused.pxi
-FUSED_OPS: Final[dict[str, tuple[int, int, bool]]]
+class FusedOp(NamedTuple):
+    opcode: int
+    arity: int
+    immediate: bool
+    predicate: bool
+
+FUSED_OPS: Final[dict[str, FusedOp]]
 
 def fused_eval(
     prog: npt.ArrayLike,

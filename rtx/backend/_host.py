@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,17 @@ def plain_ndarray(a: np.ndarray, what: str = "rtx") -> np.ndarray:
             )
         a = np.ma.getdata(a)
     return a.view(np.ndarray)
+
+
+def check_output(rows: int, shape: tuple[int, ...], itemsize: int, op: str) -> None:
+    """MemoryError for an output (or state) of ``rows`` rows of ``shape[1:]`` too
+    large for this platform (numpy would raise ValueError for it): an O(1)
+    allocation check of the default bodies, not an input check."""
+    row = 1
+    for d in shape[1:]:
+        row *= d
+    if rows * max(row, 1) * itemsize > sys.maxsize:
+        raise MemoryError(f"{op}(): an output of {rows} rows x {row} elements is too large")
 
 
 class HostRoundTrip:

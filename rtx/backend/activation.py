@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from ._family import Family, composed
 
 
 def _float_dtype(x: np.ndarray) -> np.dtype:
@@ -42,20 +42,16 @@ def np_log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     return z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
 
 
-class ActivationOps(HostRoundTrip):
-    FAMILY = "activation"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "relu", "leaky_relu", "elu", "sigmoid", "tanh", "softmax", "log_softmax",
-        "relu_backward", "leaky_relu_backward", "elu_backward",
-    )
+class ActivationOps(Family):
+    FAMILY = "activation"  # its ops: the public methods below (``_family.py``)
 
     def relu(self, a: Any) -> Any:
         return self.maximum(a, 0)  # type: ignore[attr-defined]
 
-    def leaky_relu(self, a: Any, negative_slope: float = 0.01) -> Any:
+    def leaky_relu(self, a: Any, negative_slope: float) -> Any:
         return self._host(np_leaky_relu, a, negative_slope)
 
-    def elu(self, a: Any, alpha: float = 1.0) -> Any:
+    def elu(self, a: Any, alpha: float) -> Any:
         return self._host(np_elu, a, alpha)
 
     def sigmoid(self, a: Any) -> Any:
@@ -74,15 +70,18 @@ class ActivationOps(HostRoundTrip):
     # it as one pass (the CPU backend: one fused OpenMP kernel).  These defaults
     # compose the backend's own elementwise ops, so a decorator that records
     # those (Fusion) fuses the backward with its neighbours.
+    @composed
     def relu_backward(self, out: Any, grad: Any) -> Any:
         """``grad`` where ``out > 0`` (or NaN), else 0: PyTorch's threshold rule."""
         return self.where(self.le(out, 0), 0, grad)  # type: ignore[attr-defined]
 
+    @composed
     def leaky_relu_backward(self, a: Any, grad: Any, negative_slope: float) -> Any:
         """``grad`` where ``a > 0``, else ``grad * negative_slope``."""
         return self.where(self.gt(a, 0), grad,  # type: ignore[attr-defined]
                           self.mul(grad, negative_slope))  # type: ignore[attr-defined]
 
+    @composed
     def elu_backward(self, a: Any, out: Any, grad: Any, alpha: float) -> Any:
         """``grad * (out + alpha)`` (= alpha exp(a)) where ``a <= 0``, else ``grad``
         (so a NaN input passes ``grad``, as PyTorch's elu_backward)."""

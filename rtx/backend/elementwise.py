@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from ._family import Family
 
 
 def sign_with_nan(x: np.ndarray) -> np.ndarray:
@@ -14,12 +14,8 @@ def sign_with_nan(x: np.ndarray) -> np.ndarray:
     return np.sign(x)
 
 
-class ElementwiseOps(HostRoundTrip):
-    FAMILY = "elementwise"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "exp", "log", "sqrt",
-        "abs", "sign", "eq", "ne", "lt", "le", "gt", "ge", "where", "cast", "copy",
-    )
+class ElementwiseOps(Family):
+    FAMILY = "elementwise"  # its ops: the public methods below (``_family.py``)
 
     # arithmetic
     def add(self, a: Any, b: Any) -> Any:
