@@ -147,9 +147,9 @@ MUTANTS = [
            "    return arr",
            [HK], "the public ops pass the user's own array on (the tape keeps it)",
            k="backward or never_crashes"),
-    Mutant("num-rows-negative", "rtx/backend/index.py",
-           "    if n < 0:\n        raise ValueError(f\"index_add(): num_rows must be >= 0",
-           "    if n < -1:\n        raise ValueError(f\"index_add(): num_rows must be >= 0",
+    Mutant("num-rows-negative", "rtx/_dtypes.py",      # the one row-count check
+           "    if n < 0:\n        raise ValueError(f\"{op}(): {what} must be >= 0",
+           "    if n < -1:\n        raise ValueError(f\"{op}(): {what} must be >= 0",
            ["tests/test_index_ops.py"], "num_rows = -1 accepted", k="num_rows"),
     # ------------------------------------------------ data side (transforms, sampling, HGB)
     Mutant("ns-decode-self-loop", "rtx/utils/_negative_sampling.py",

@@ -6,12 +6,14 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import float_type
 from ._family import Family, composed
 
 
 def _float_dtype(x: np.ndarray) -> np.dtype:
-    """Floats keep their dtype; int/bool inputs give float64 (like exp, tanh)."""
-    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    """Floats keep their dtype; int/bool inputs give float32 (PyTorch's rule:
+    ``rtx._dtypes.float_type``), like exp and tanh."""
+    return float_type(x.dtype)
 
 
 def np_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -29,6 +31,7 @@ def np_leaky_relu(x: np.ndarray, slope: float) -> np.ndarray:
 
 
 def np_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    x = x.astype(_float_dtype(x), copy=False)
     if x.size == 0:
         return np.array(x, copy=True)
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
@@ -36,6 +39,7 @@ def np_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 
 def np_log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    x = x.astype(_float_dtype(x), copy=False)
     if x.size == 0:
         return np.array(x, copy=True)
     z = x - np.max(x, axis=dim, keepdims=True)
@@ -58,7 +62,7 @@ class ActivationOps(Family):
         return self._host(np_sigmoid, a)
 
     def tanh(self, a: Any) -> Any:
-        return self._host(np.tanh, a)
+        return self._host(lambda x: np.tanh(x, dtype=_float_dtype(np.asarray(x))), a)
 
     def softmax(self, a: Any, dim: int) -> Any:
         return self._host(np_softmax, a, dim)

@@ -17,12 +17,12 @@ from ``Tensor.index_select`` / ``index_add`` until those faces make plans.)
 
 from __future__ import annotations
 
-import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from .._dtypes import check_rows
 from .._kernels import (
     is_index_snapshot as _is_index_snapshot,
 )
@@ -71,19 +71,8 @@ def freeze_indices(indices: Any, op: str) -> np.ndarray:
 
 
 def check_num_rows(num_rows: Any) -> int:
-    if isinstance(num_rows, (bool, np.bool_)):
-        raise TypeError("index_add(): num_rows must be an int, got bool")
-    try:
-        n = operator.index(num_rows)
-    except TypeError:
-        raise TypeError(
-            f"index_add(): num_rows must be an int, got {type(num_rows).__name__}"
-        ) from None
-    if n < 0:
-        raise ValueError(f"index_add(): num_rows must be >= 0, got {n}")
-    if n > sys.maxsize:
-        raise MemoryError(f"index_add(): num_rows = {n} is too large for this platform")
-    return n
+    """``index_add``'s ``num_rows``: ``rtx._dtypes.check_rows`` (the one row-count check)."""
+    return check_rows(num_rows, "index_add")
 
 
 def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarray:

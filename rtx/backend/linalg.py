@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import result_type
 from ._family import Family
 
 
@@ -13,4 +14,4 @@ class LinalgOps(Family):
     FAMILY = "linalg"  # its ops: the public methods below (``_family.py``)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        return self._host(np.matmul, a, b)
+        return self._host(lambda x, y: np.matmul(x, y, dtype=result_type(x, y)), a, b)

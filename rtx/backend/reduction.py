@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import float_type
 from ._family import Family
 
 Dim = int | tuple[int, ...] | None
@@ -18,7 +19,8 @@ class ReductionOps(Family):
         return self._host(np.sum, a, axis=dim, keepdims=keepdim)
 
     def mean(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
-        return self._host(np.mean, a, axis=dim, keepdims=keepdim)
+        return self._host(lambda x: np.mean(x, axis=dim, keepdims=keepdim,
+                                            dtype=float_type(np.asarray(x).dtype)), a)
 
     def max(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
         return self._host(np.max, a, axis=dim, keepdims=keepdim)

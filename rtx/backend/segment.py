@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import FLOAT_DTYPES as _FLOAT_DTYPES
 from ._family import Family
 from ._host import check_output
 from .index_plan import IndexPlan, as_plan
 
-FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+FLOAT_DTYPES = _FLOAT_DTYPES  # (re-exported; rtx._dtypes defines it)
 
 
 def check_segment(shape: tuple[int, ...], dtype: Any, index: Any, num_segments: Any,

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import FLOAT_DTYPES, bool_, float32
 from .._kernels import FUSED_OPS, FusedOp
 from ..backend.base import Backend
 
-_F32 = np.dtype(np.float32)
-_F64 = np.dtype(np.float64)
-_BOOL = np.dtype(np.bool_)
-_FLOATS = (_F32, _F64)
+_F32 = float32
+_BOOL = bool_
+_FLOATS = FLOAT_DTYPES
 _PY_SCALARS = (int, float, bool)
 
 # Largest pending DAG one program covers: a longer chain is cut (its largest

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
+from ..._dtypes import float_type
 from ..._kernels import fused_eval
 from ..._threads import get_num_threads
 from ..activation import np_elu, np_leaky_relu, np_sigmoid
@@ -16,7 +18,6 @@ from .elementwise import binary, unary
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 _LEAKY_RELU = lower(("a",), (), ("leaky_relu", "a", IMM))
 _ELU = lower(("a",), (), ("elu", "a", IMM))
@@ -90,19 +91,19 @@ class CpuActivation:
         return unary(np.tanh, a)
 
     def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
-        out = empty(a.shape, a.dtype if a.dtype.kind == "f" else np.float64)
+        out = empty(a.shape, float_type(a.dtype))
         if a.size == 0:
             return out
-        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out, dtype=out.dtype)
         np.exp(out, out=out)
         np.divide(out, np.sum(out, axis=dim, keepdims=True), out=out)
         return out
 
     def log_softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
-        out = empty(a.shape, a.dtype if a.dtype.kind == "f" else np.float64)
+        out = empty(a.shape, float_type(a.dtype))
         if a.size == 0:
             return out
-        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out)
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out, dtype=out.dtype)
         lse = np.log(np.sum(np.exp(out), axis=dim, keepdims=True))
         np.subtract(out, lse, out=out)
         return out

@@ -6,44 +6,59 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import float_type, result_type
 from ._alloc import empty, own
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
 
 
-def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
-    """``ufunc(a, b)`` into a new owned array (numpy's broadcasting and promotion;
-    true division of ints gives float64)."""
+def pair_dtype(a: Any, b: Any) -> np.dtype:
+    """PyTorch's result dtype of two operands (``rtx._dtypes.result_type``), with
+    the common cases answered without it: equal dtypes, a float array and a
+    Python number."""
     if type(a) is _ndarray:
         if type(b) is _ndarray:
-            shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
-            dt = a.dtype if a.dtype == b.dtype else np.result_type(a, b)
-        else:
-            shape = a.shape
-            # a Python number does not change a float array's dtype (NEP 50)
-            dt = a.dtype if type(b) in _py_numbers and a.dtype.kind == "f" else (
-                np.result_type(a, b))
+            return a.dtype if a.dtype == b.dtype else result_type(a, b)
+        return a.dtype if type(b) in _py_numbers and a.dtype.kind == "f" else result_type(a, b)
+    if type(b) is _ndarray:
+        return b.dtype if type(a) in _py_numbers and b.dtype.kind == "f" else result_type(a, b)
+    return result_type(a, b)
+
+
+def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
+    """``ufunc(a, b)`` into a new owned array: numpy's broadcasting, PyTorch's
+    result dtype (``rtx._dtypes.result_type``; true division: ``float_type`` of
+    it), computed in that dtype; ``out_dtype`` (comparisons: bool) overrides it."""
+    if type(a) is _ndarray:
+        shape = (a.shape if type(b) is not _ndarray or a.shape == b.shape
+                 else np.broadcast_shapes(a.shape, b.shape))
     else:
         shape = b.shape
-        dt = b.dtype if type(a) in _py_numbers and b.dtype.kind == "f" else (
-            np.result_type(a, b))
     if out_dtype is not None:
-        dt = out_dtype
-    elif ufunc is np.true_divide and dt.kind in "biu":
-        dt = np.dtype(np.float64)
+        out = empty(shape, out_dtype)
+        ufunc(a, b, out=out)
+        return out
+    dt = pair_dtype(a, b)
+    if ufunc is np.true_divide:
+        dt = float_type(dt)
     out = empty(shape, dt)
-    ufunc(a, b, out=out)
+    if (type(a) is _ndarray and a.dtype != dt) or (type(b) is _ndarray and b.dtype != dt):
+        ufunc(a, b, out=out, dtype=dt)   # promoted: computed in the result dtype
+    else:
+        ufunc(a, b, out=out)
     return out
 
 
 def unary(ufunc: Any, a: np.ndarray) -> np.ndarray:
-    """``ufunc(a)`` into a new owned array (ints give float64 except neg/abs/sign)."""
-    dt = a.dtype if a.dtype.kind == "f" or ufunc in (np.negative, np.abs, np.sign) else (
-        np.dtype(np.float64)
-    )
-    out = empty(a.shape, dt)
-    ufunc(a, out=out)
+    """``ufunc(a)`` into a new owned array (a float-valued ufunc on ints and bools
+    gives float32, computed in it; neg/abs/sign keep the dtype)."""
+    if a.dtype.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
+        out = empty(a.shape, a.dtype)
+        ufunc(a, out=out)
+        return out
+    out = empty(a.shape, float_type(a.dtype))
+    ufunc(a, out=out, dtype=out.dtype)
     return out
 
 
@@ -109,7 +124,13 @@ class CpuElementwise:
         return unary(np.sign, a)
 
     def where(self, cond: Any, a: Any, b: Any) -> np.ndarray:
-        return own(np.where(cond, a, b))
+        r = np.where(cond, a, b)
+        dt = pair_dtype(a, b)
+        if r.dtype == dt:
+            return own(r)
+        out = empty(r.shape, dt)
+        np.copyto(out, r, casting="unsafe")
+        return out
 
     def cast(self, a: np.ndarray, dtype: Any) -> np.ndarray:
         out = empty(a.shape, dtype)

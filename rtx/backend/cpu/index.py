@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._kernels import (
     gather_rows,
     get_parallel_thresholds,
@@ -18,8 +19,6 @@ from ..._threads import get_num_threads
 from ..index import add_plan, check_add, check_select, select_plan
 from ..index_plan import IndexPlan
 from ._alloc import empty
-
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _index_threads(nbytes: int, kind: str) -> int:

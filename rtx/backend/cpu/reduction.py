@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import float_type
 from ..reduction import Dim
 from ._alloc import empty, own
 
@@ -43,8 +44,7 @@ class CpuReduction:
         return _reduce(np.add.reduce, a, dim, keepdim, dt)  # what np.sum calls
 
     def mean(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
-        dt = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
-        return _reduce(np.mean, a, dim, keepdim, dt)
+        return _reduce(np.mean, a, dim, keepdim, float_type(a.dtype))
 
     def max(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
         return _reduce(np.maximum.reduce, a, dim, keepdim)  # what np.max calls
