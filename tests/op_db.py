@@ -192,6 +192,8 @@ OPS: list[OpInfo] = [
     OpInfo("where", E, backend_call=lambda B, f: B.where(f(X > 1), f(X), f(Y))),
     OpInfo("cast", E, backend_call=lambda B, f: B.cast(f(X), np.dtype(np.float32))),
     OpInfo("copy", E, backend_call=lambda B, f: B.copy(f(X))),
+    OpInfo("elementwise", E, differentiable=False,   # any evaluator op by name
+           backend_call=lambda B, f: B.elementwise("leaky_relu", f(X - 1), imm=0.1)),
     # ------------------------------------------------------------- activation
     OpInfo("relu", A, "unary", rtx.relu, lambda a: np.maximum(a, a.dtype.type(0)),
            keeps_int=True, grad_domain={"away": 0.1},

@@ -12,9 +12,9 @@ import pytest
 
 import rtx
 from rtx import _kernels
-from rtx.backend import Backend, CpuBackend, MinimalBackend
+from rtx.backend import Backend, CpuBackend, MinimalBackend, _program
 from rtx.backend._family import Family, family_ops, is_composed, is_query, query
-from rtx.backend.cpu import CPU_MIXINS, _program
+from rtx.backend.cpu import CPU_MIXINS
 
 QUERIES = {"is_prim", "is_contiguous", "can_view", "aliases"}
 

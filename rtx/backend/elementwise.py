@@ -8,6 +8,7 @@ import numpy as np
 
 from .._dtypes import float_type, result_type
 from ._family import Family
+from ._program import evaluate
 
 
 def sign_with_nan(x: np.ndarray) -> np.ndarray:
@@ -96,6 +97,17 @@ class ElementwiseOps(Family):
 
     def ge(self, a: Any, b: Any) -> Any:
         return self._host(np.greater_equal, a, b)
+
+    # any op of the fused evaluator, by name
+    def elementwise(self, name: str, *operands: Any, imm: float | None = None) -> Any:
+        """The fused evaluator's op ``name`` (a key of ``rtx._kernels.FUSED_OPS``:
+        its arity and whether it takes ``imm``, e.g. the slope of leaky_relu) on
+        ``operands`` (primitives, broadcast, and Python numbers), as the evaluator
+        computes it: float32 / float64 (ints and bools as float32), a predicate's
+        result bool.  An op the evaluator has needs no backend body of its own:
+        its rule calls this (the CPU backend runs the kernel directly, Fusion
+        records it).  Default: one ``fused_eval`` pass over host copies."""
+        return self._host(lambda *xs: evaluate(name, xs, imm), *operands)
 
     # selection, conversion
     def where(self, cond: Any, a: Any, b: Any) -> Any:

@@ -187,7 +187,14 @@ class Fusion(Backend):
         """``op`` run now on the inner backend (not fusable: dtypes, scalars)."""
         self.stats["eager_ops"] += 1
         vals = [self._force(a) if type(a) is Lazy else a for a in args]
-        return self._wrap(getattr(self.inner, op)(*vals, *extra))
+        return self._wrap(self._inner_op(op, vals, extra))
+
+    def _inner_op(self, op: str, vals: list[Any], extra: tuple[Any, ...] = ()) -> Any:
+        """The inner backend's ``op`` on materialised operands: its own method, or
+        ``elementwise`` for an evaluator op that has none."""
+        if op in Backend.OPS:
+            return getattr(self.inner, op)(*vals, *extra)
+        return self.inner.elementwise(op, *vals, imm=extra[0] if extra else None)
 
     # ------------------------------------------------------- materialising
     def _force(self, p: Lazy) -> Any:
@@ -199,7 +206,7 @@ class Fusion(Backend):
                         # a comparison someone wants as a bool array: run it eagerly
                         # on its (fused) operands
                         vals = [self._force(a) if type(a) is Lazy else a for a in p.args]
-                        p.value = getattr(self.inner, p.op)(*vals)
+                        p.value = self._inner_op(p.op, vals)
                         p.args = None
                         self._pending.discard(p)
                     else:
@@ -271,6 +278,8 @@ class Fusion(Backend):
                 if tuple(B.shape(v)) != n.shape:
                     v = B.broadcast_to(v, n.shape)
                 r = B.copy(v)
+            elif n.op not in Backend.OPS:      # an evaluator op with no method of its own
+                r = B.elementwise(n.op, *vals, imm=n.imm)
             elif n.imm is not None:
                 r = getattr(B, n.op)(*vals, n.imm)
             else:
@@ -312,6 +321,17 @@ class Fusion(Backend):
         return self._record(op, (a,), value)
 
     # ----------------------------------------------- hand-written family ops
+    def elementwise(self, name: str, *operands: Any, imm: float | None = None) -> Any:
+        """Recorded like the evaluator's named ops (``Backend.elementwise``)."""
+        spec = FUSED_OPS.get(name)
+        if spec is None or len(operands) != spec.arity or (imm is not None) != spec.immediate:
+            return self.forward("elementwise", name, *operands, imm=imm)   # its error
+        if imm is not None:
+            if type(imm) not in _PY_SCALARS:
+                return self.forward("elementwise", name, *operands, imm=imm)
+            return self._record(name, operands, imm)
+        return self._record(name, operands)
+
     def broadcast_to(self, a: Any, shape: tuple[int, ...]) -> Any:
         """Lazy for floats: the operand is read with stride 0 along broadcast dims."""
         shape = tuple(shape)

@@ -7,7 +7,7 @@ pass's inputs and constants and a structure key, and ``ProgramCache`` keeps
 compiled programs by that key (ops, operand wiring, dtype, stored nodes: not
 data, shapes or constants).  The register allocation itself is the one
 compiler the CPU backend's fixed programs use too:
-``rtx.backend.cpu._program.compile_program``.
+``rtx.backend._program.compile_program``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.cpu._program import MAX_REGS, Node, Program, compile_program
+from ..backend._program import MAX_REGS, Node, Program, compile_program
 from .ir import _BOOL, _F32, Lazy, _Sentinel
 
 __all__ = ["MAX_PASS_NODES", "MAX_REGS", "ProgramCache", "collect", "compile_program",

@@ -5,10 +5,11 @@ Primitives are numpy arrays whose memory is an rtx ``Storage`` (allocated by
 user's own array.  One module per op family, as ``rtx/backend/`` has one per
 family of default bodies: elementwise and reduction ops run numpy ufuncs
 writing into owned output buffers (``out=``); activations and their backward
-rules run fixed programs of the fused evaluator (compiled by ``_program.py``,
-which also compiles Fusion's); index, segment and message-passing ops run the
-OpenMP kernels of ``rtx._kernels`` over checked ``IndexPlan`` / ``EdgeIndex``
-arguments (the faces make them; nothing here checks an index again).
+rules run fixed programs of the fused evaluator (compiled by
+``rtx/backend/_program.py``, which also compiles Fusion's); index, segment and
+message-passing ops run the OpenMP kernels of ``rtx._kernels`` over checked
+``IndexPlan`` / ``EdgeIndex`` arguments (the faces make them; nothing here
+checks an index again).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CPU activations.  ``leaky_relu``, ``elu`` and the activations' backward rules
 run as one fused OpenMP pass each: a fixed program of the fused evaluator
-(``rtx/_fused.pxi``), compiled once by ``_program.py``; numpy would take 3-5
+(``rtx/_fused.pxi``), compiled once by ``rtx/backend/_program.py``; numpy would take 3-5
 passes with as many temporaries.  Bitwise equal to the composed ops."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._dtypes import float_type
 from ..._kernels import fused_eval
 from ..._threads import get_num_threads
+from .._program import IMM, Program, lower
 from ..activation import np_elu, np_leaky_relu, np_sigmoid
 from ._alloc import empty, own
-from ._program import IMM, Program, lower
 from .elementwise import binary, unary
 
 _ndarray = np.ndarray

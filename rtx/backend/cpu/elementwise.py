@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..._dtypes import float_type, result_type
+from ..._threads import get_num_threads
+from .._program import evaluate
 from ._alloc import empty, own
 
 _ndarray = np.ndarray
@@ -122,6 +124,9 @@ class CpuElementwise:
 
     def sign(self, a: np.ndarray) -> np.ndarray:
         return unary(np.sign, a)
+
+    def elementwise(self, name: str, *operands: Any, imm: float | None = None) -> np.ndarray:
+        return evaluate(name, operands, imm, empty, get_num_threads())
 
     def where(self, cond: Any, a: Any, b: Any) -> np.ndarray:
         r = np.where(cond, a, b)

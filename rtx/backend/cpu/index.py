@@ -49,8 +49,11 @@ class CpuIndex:
         if type(indices) is IndexPlan:
             plan = add_plan(src.shape, indices, num_rows)
             n = plan.num_rows
-            if src.dtype in _KERNEL_DTYPES:
-                # the plan's cached grouping: same bits as scatter_add_rows
+            if src.dtype in _KERNEL_DTYPES and (
+                    plan.is_grouped or not getattr(plan, "_transient", False)):
+                # the plan's cached grouping: same bits as scatter_add_rows (a
+                # transient plan a face made from raw indices, not yet grouped,
+                # takes the group-free path below: no counting sort for one call)
                 ptr, perm = plan._grouping()
                 out = empty((n,) + src.shape[1:], src.dtype)
                 row = math.prod(src.shape[1:])

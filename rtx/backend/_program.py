@@ -1,9 +1,10 @@
 """The one compiler for ``rtx._kernels.fused_eval`` programs.
 
-Both users of the fused evaluator build their programs here: the CPU backend's
+Every user of the fused evaluator builds its programs here: the CPU backend's
 fixed activation programs (``cpu/activation.py``: an activation or its
-backward rule as one OpenMP pass) and Fusion's programs for recorded DAGs
-(``rtx/fusion/compile.py``).
+backward rule as one OpenMP pass), Fusion's programs for recorded DAGs
+(``rtx/fusion/compile.py``) and ``Backend.elementwise``, any evaluator op on
+any backend (``evaluate``: one op's program, compiled once).
 
 A program is described by NODES in topological order, ``(op, args, has_imm)``:
 ``op`` a key of ``rtx._kernels.FUSED_OPS``, each arg ``("n", j)`` (the result
@@ -25,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..._kernels import FUSED_OPS
+from .._dtypes import float_type, result_type
+from .._kernels import FUSED_OPS, fused_eval
 
 Arg = tuple[str, int]
 Node = tuple[str, tuple[Arg, ...], bool]
@@ -138,3 +140,70 @@ def lower(inputs: tuple[str, ...], consts: tuple[str, ...], expr: Any) -> Progra
     if visit(expr)[0] != "n":
         raise ValueError("lower: the expression must apply at least one op")
     return compile_program(nodes, len(inputs), len(consts), (len(nodes) - 1,))
+
+
+# ------------------------------------------------- one evaluator op, any backend
+_OP_PROGRAMS: dict[tuple[str, tuple[str, ...], bool], Program] = {}
+
+
+def op_program(name: str, kinds: tuple[str, ...], has_imm: bool) -> Program:
+    """The one-node program of evaluator op ``name`` over operands of ``kinds``
+    (``"i"``: an array input, ``"c"``: a scalar constant), compiled once."""
+    key = (name, kinds, has_imm)
+    p = _OP_PROGRAMS.get(key)
+    if p is None:
+        ni = kinds.count("i")
+        args = []
+        counts = {"i": 0, "c": 0}
+        for k in kinds:
+            args.append((k, counts[k]))
+            counts[k] += 1
+        p = _OP_PROGRAMS[key] = compile_program([(name, tuple(args), has_imm)], ni,
+                                                len(kinds) - ni, (0,))
+    return p
+
+
+def evaluate(name: str, operands: tuple[Any, ...], imm: float | None,
+             alloc: Any = np.empty, num_threads: int = 1) -> np.ndarray:
+    """Evaluator op ``name`` (a key of ``rtx._kernels.FUSED_OPS``) on host
+    ``operands`` (numpy arrays, broadcast, and Python numbers) with immediate
+    ``imm``, as one ``fused_eval`` pass: the default body of
+    ``Backend.elementwise`` (``alloc=np.empty``, one thread) and the CPU
+    backend's (its allocator, rtx's threads).
+
+    The result dtype is PyTorch's (``result_type`` of the operands -- of the two
+    values for ``where`` --, ints and bools as float32: the evaluator computes
+    in float32 / float64); a predicate's result is bool.
+    """
+    spec = FUSED_OPS.get(name)
+    if spec is None:
+        raise ValueError(f"elementwise(): {name!r} is not an op of the fused evaluator "
+                         f"(rtx._kernels.FUSED_OPS)")
+    if len(operands) != spec.arity or (imm is not None) != spec.immediate:
+        raise TypeError(f"elementwise(): {name} takes {spec.arity} operands and "
+                        f"{'an' if spec.immediate else 'no'} immediate")
+    values = operands[1:] if name == "where" else operands
+    dt = float_type(result_type(*values))
+    arrays = [x for x in operands if isinstance(x, np.ndarray)]
+    if not arrays:
+        raise TypeError(f"elementwise(): {name} needs at least one array operand")
+    shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
+    inputs = []
+    consts = []
+    for x in operands:
+        if isinstance(x, np.ndarray):
+            if x.dtype != dt or any(s % dt.itemsize for s in x.strides):
+                x = np.array(x, dtype=dt, order="C")   # (keeps a 0-d array 0-d)
+            inputs.append(x)
+        else:
+            consts.append(float(x))
+    p = op_program(name, tuple("i" if isinstance(x, np.ndarray) else "c" for x in operands),
+                   imm is not None)
+    out = alloc(shape, dt)
+    fused_eval(p.prog, p.nregs, inputs, consts, [] if imm is None else [float(imm)], [out],
+               p.out_regs, shape, num_threads, 2048)
+    if spec.predicate:
+        mask = alloc(shape, np.dtype(np.bool_))
+        np.not_equal(out, 0, out=mask)
+        return mask
+    return out
