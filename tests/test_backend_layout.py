@@ -196,3 +196,23 @@ def test_the_backend_never_checks_a_plans_indices_again(monkeypatch):
         out = B.message_passing(y, ei, 5, B.from_numpy(rng.standard_normal(40)))
         B.message_passing_backward(out, y, ei, B.from_numpy(rng.standard_normal(40)))
     assert scans == []
+
+
+@pytest.mark.parametrize("B", [CpuBackend(), MinimalBackend()], ids=["cpu", "minimal"])
+def test_index_backends_check_only_a_plans_row_count_and_length(B):
+    x = B.from_numpy(np.arange(6.0).reshape(3, 2))
+    plan = rtx.IndexPlan([2, 0, 2], 3)
+    np.testing.assert_array_equal(B.to_numpy(B.index_select(x, plan)), [[4, 5], [0, 1], [4, 5]])
+    np.testing.assert_array_equal(B.to_numpy(B.index_add(x, plan, np.int64(3))),
+                                  [[2, 3], [0, 0], [4, 6]])
+    with pytest.raises(ValueError, match="checked against 3 rows"):
+        B.index_select(B.from_numpy(np.ones((4, 2))), plan)      # would read past x
+    for rows in (4, 3.0, True, None):
+        with pytest.raises(ValueError, match="checked against 3 rows"):
+            B.index_add(x, plan, rows)
+    with pytest.raises(ValueError, match=r"len\(indices\) = 3 must equal src.shape\[0\] = 2"):
+        B.index_add(B.from_numpy(np.ones((2, 2))), plan, 3)
+    # the output-size check is an allocation check: it holds for plans too
+    huge = rtx.IndexPlan(np.zeros(0, np.int64), 2**40)
+    with pytest.raises(MemoryError):
+        B.index_add(B.from_numpy(np.ones((0, 2**30), np.float32)), huge, 2**40)

@@ -17,6 +17,7 @@ from ``Tensor.index_select`` / ``index_add`` until those faces make plans.)
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any
 
@@ -133,9 +134,13 @@ def add_plan(shape: tuple[int, ...], plan: IndexPlan, num_rows: Any) -> IndexPla
     row of ``src``, ``num_rows`` the plan's row count (the output's rows)."""
     if len(shape) < 1:
         raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
-    if type(num_rows) is not int or num_rows != plan.num_rows:
+    try:
+        same = operator.index(num_rows) == plan.num_rows and not isinstance(num_rows, bool)
+    except TypeError:
+        same = False
+    if not same:
         raise ValueError(f"index_add(): the IndexPlan was checked against {plan.num_rows} "
-                         f"rows, but this call has {num_rows}")
+                         f"rows, but this call has {num_rows!r}")
     if len(plan) != shape[0]:
         raise ValueError(f"index_add(): len(indices) = {len(plan)} must equal "
                          f"src.shape[0] = {shape[0]}")
