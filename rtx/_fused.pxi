@@ -33,6 +33,8 @@ from libc.stdlib cimport free, malloc
 
 cimport numpy as cnp
 
+from collections import namedtuple as _namedtuple_fx
+
 cdef extern from *:
     """
     #include <stdint.h>
@@ -128,26 +130,36 @@ cdef enum:
     FX_MAX_DIMS = 64
     FX_MAX_REGS = 4096
 
-# name -> (opcode, number of register operands, uses an immediate)
+# name -> FusedOp(opcode, number of register operands, uses an immediate, result
+# is a truth value).  The one table of what the evaluator computes: the CPU
+# backend's fixed programs and Fusion (which ops it records, their arity,
+# which take a parameter, which give a bool) are built from it.
+FusedOp = _namedtuple_fx("FusedOp", ("opcode", "arity", "immediate", "predicate"))
+
 FUSED_OPS = {
-    "copy": (FX_COPY, 1, False), "neg": (FX_NEG, 1, False), "exp": (FX_EXP, 1, False),
-    "log": (FX_LOG, 1, False), "sqrt": (FX_SQRT, 1, False), "abs": (FX_ABS, 1, False),
-    "sign": (FX_SIGN, 1, False), "tanh": (FX_TANH, 1, False),
-    "sigmoid": (FX_SIGMOID, 1, False), "relu": (FX_RELU, 1, False),
-    "leaky_relu": (FX_LEAKY_RELU, 1, True), "elu": (FX_ELU, 1, True),
-    "add": (FX_ADD, 2, False), "sub": (FX_SUB, 2, False), "mul": (FX_MUL, 2, False),
-    "div": (FX_DIV, 2, False), "pow": (FX_POW, 2, False),
-    "maximum": (FX_MAXIMUM, 2, False), "minimum": (FX_MINIMUM, 2, False),
-    "eq": (FX_EQ, 2, False), "ne": (FX_NE, 2, False), "lt": (FX_LT, 2, False),
-    "le": (FX_LE, 2, False), "gt": (FX_GT, 2, False), "ge": (FX_GE, 2, False),
-    "where": (FX_WHERE, 3, False),
+    "copy": FusedOp(FX_COPY, 1, False, False), "neg": FusedOp(FX_NEG, 1, False, False),
+    "exp": FusedOp(FX_EXP, 1, False, False), "log": FusedOp(FX_LOG, 1, False, False),
+    "sqrt": FusedOp(FX_SQRT, 1, False, False), "abs": FusedOp(FX_ABS, 1, False, False),
+    "sign": FusedOp(FX_SIGN, 1, False, False), "tanh": FusedOp(FX_TANH, 1, False, False),
+    "sigmoid": FusedOp(FX_SIGMOID, 1, False, False), "relu": FusedOp(FX_RELU, 1, False, False),
+    "leaky_relu": FusedOp(FX_LEAKY_RELU, 1, True, False),
+    "elu": FusedOp(FX_ELU, 1, True, False),
+    "add": FusedOp(FX_ADD, 2, False, False), "sub": FusedOp(FX_SUB, 2, False, False),
+    "mul": FusedOp(FX_MUL, 2, False, False), "div": FusedOp(FX_DIV, 2, False, False),
+    "pow": FusedOp(FX_POW, 2, False, False),
+    "maximum": FusedOp(FX_MAXIMUM, 2, False, False),
+    "minimum": FusedOp(FX_MINIMUM, 2, False, False),
+    "eq": FusedOp(FX_EQ, 2, False, True), "ne": FusedOp(FX_NE, 2, False, True),
+    "lt": FusedOp(FX_LT, 2, False, True), "le": FusedOp(FX_LE, 2, False, True),
+    "gt": FusedOp(FX_GT, 2, False, True), "ge": FusedOp(FX_GE, 2, False, True),
+    "where": FusedOp(FX_WHERE, 3, False, False),
 }
 
 cdef int _FX_ARITY[FX_NOPS]
 cdef bint _FX_IMM[FX_NOPS]
-for _name, (_code, _arity, _imm) in FUSED_OPS.items():
-    _FX_ARITY[_code] = _arity
-    _FX_IMM[_code] = _imm
+for _spec in FUSED_OPS.values():
+    _FX_ARITY[_spec.opcode] = _spec.arity
+    _FX_IMM[_spec.opcode] = _spec.immediate
 
 # Elements below which a fused call runs on one thread (waking the team costs
 # a few microseconds; 32K elements are ~10-40 us of work).

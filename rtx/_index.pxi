@@ -1,6 +1,6 @@
 # Row gather (index_select) and deterministic row scatter-add (index_add)
 # along dim 0.  Inputs arrive validated and C-contiguous from the Python
-# boundary (rtx/backend/cpu.py): 2-D ``(rows, F)`` data, 1-D indices already
+# boundary (rtx/backend/cpu/index.py): 2-D ``(rows, F)`` data, 1-D indices already
 # bounds-checked.  One source serves float32/float64 x int32/int64.
 #
 # Determinism of scatter-add: every output element is written by exactly one
@@ -48,12 +48,7 @@ cdef enum:
     S_ROWS = 2
     S_CSR = 3
     S_COLS = 4
-    MAX_SAMPLE_BUCKETS = 1024
-    SAMPLE_SIZE = 8192
     COMPACT_BLOCK = 2048
-    # Source rows prefetched ahead by the CSR reduction (its reads are all
-    # random, so it wants more misses in flight than the gather).
-    CSR_PREFETCH_AHEAD = 16
 
 
 def set_gather_stream_min(Py_ssize_t nbytes):
@@ -249,36 +244,6 @@ cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py
         b = end
 
 
-cdef void _row_bounds(const index_t* ip, Py_ssize_t E, Py_ssize_t N, Py_ssize_t T,
-                      Py_ssize_t* bounds) noexcept nogil:
-    """Split rows [0, N) into T contiguous ranges of about E/T indices each.
-
-    Uses a histogram of an evenly spaced sample of the indices; only the
-    balance depends on it, never the result.
-    """
-    cdef Py_ssize_t counts[MAX_SAMPLE_BUCKETS]
-    cdef Py_ssize_t B = N if N < MAX_SAMPLE_BUCKETS else MAX_SAMPLE_BUCKETS
-    cdef Py_ssize_t w = (N + B - 1) // B
-    cdef Py_ssize_t S = E if E < SAMPLE_SIZE else SAMPLE_SIZE
-    cdef Py_ssize_t s, b, t, acc, r
-    for b in range(B):
-        counts[b] = 0
-    for s in range(S):
-        counts[<Py_ssize_t>ip[(s * E) // S] // w] += 1
-    bounds[0] = 0
-    t = 1
-    acc = 0
-    for b in range(B):
-        acc += counts[b]
-        while t < T and acc * T >= t * S:
-            r = (b + 1) * w
-            bounds[t] = r if r < N else N
-            t += 1
-    while t <= T:
-        bounds[t] = N
-        t += 1
-
-
 cdef void _scatter_rows(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
                         real* op, Py_ssize_t N, int T) noexcept nogil:
     cdef Py_ssize_t bounds[257]
@@ -308,42 +273,23 @@ cdef void _scatter_cols(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssiz
                 _add_row(op + <Py_ssize_t>ip[i] * F + c0, sp + i * F + c0, c1 - c0)
 
 
-cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
-                      real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
-    """Rows [r0, r1): zero each, then add its source rows in CSR (= index) order."""
-    cdef Py_ssize_t r, k
-    cdef Py_ssize_t kend = ptr[r1]
-    cdef real* row
-    for r in range(r0, r1):
-        row = op + r * F
-        memset(row, 0, <size_t>F * sizeof(real))
-        for k in range(ptr[r], ptr[r + 1]):
-            if k + CSR_PREFETCH_AHEAD < kend:
-                rtx_prefetch_row(sp + perm[k + CSR_PREFETCH_AHEAD] * F, <size_t>F * sizeof(real))
-            _add_row(row, sp + perm[k] * F, F)
-
-
 cdef int _scatter_csr(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
                       real* op, Py_ssize_t N, int T) noexcept nogil:
     """Counting sort by destination, then whole destination rows per thread."""
-    cdef Py_ssize_t t
+    cdef int rc
     cdef int64_t* ptr = <int64_t*>malloc(<size_t>(N + 2) * sizeof(int64_t))
     cdef int64_t* perm = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
-    cdef Py_ssize_t bounds[257]
     if ptr == NULL or perm == NULL:
         free(ptr)
         free(perm)
         return -1
     _csr_build(ip, E, N, ptr, perm)
-    # Contiguous row ranges of equal work (entries + rows): static, so the
-    # same thread always gets the same rows.
-    _csr_split(ptr, N, T, bounds)
-    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-        _mark_seen()
-        _csr_reduce(sp, perm, ptr, F, op, bounds[t], bounds[t + 1])
+    # Contiguous row ranges of equal work (entries + rows), one per thread,
+    # statically: the same thread always gets the same rows.
+    rc = _csr_reduce_parallel(sp, perm, ptr, N, F, op, T, CSR_PER_THREAD)
     free(ptr)
     free(perm)
-    return 0
+    return rc
 
 
 cdef inline int _auto_strategy(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
@@ -450,9 +396,9 @@ def scatter_add_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64
     cdef Py_ssize_t E = src.shape[0]
     cdef Py_ssize_t F = src.shape[1]
     cdef Py_ssize_t N = out.shape[0]
-    cdef Py_ssize_t c, nchunks
-    cdef Py_ssize_t* bounds
-    cdef int T
+    cdef const real* sp = NULL
+    cdef const int64_t* pp = NULL
+    cdef int T, rc
     if out.shape[1] != F or perm.shape[0] != E or ptr.shape[0] < N + 1:
         raise ValueError("scatter_add_csr: shapes do not match")
     if N > 0 and ptr[N] != E:
@@ -464,21 +410,10 @@ def scatter_add_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64
     if (E + N) * F * <Py_ssize_t>sizeof(real) < SCATTER_PARALLEL_MIN:
         T = 1
     T = _team_size(T, N)
-    nchunks = _csr_nchunks(T, N)
-    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
-    if bounds == NULL:
-        raise MemoryError("scatter_add_csr: out of memory")
+    if E > 0:
+        sp = &src[0, 0]
+        pp = &perm[0]
     with nogil:
-        _csr_split(&ptr[0], N, nchunks, bounds)
-        if T == 1:
-            _mark_seen()
-            if E == 0:
-                memset(&out[0, 0], 0, <size_t>(N * F) * sizeof(real))
-            else:
-                _csr_reduce(&src[0, 0], &perm[0], &ptr[0], F, &out[0, 0], 0, N)
-        else:
-            for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
-                _mark_seen()
-                _csr_reduce(&src[0, 0], &perm[0], &ptr[0], F, &out[0, 0],
-                            bounds[c], bounds[c + 1])
-    free(bounds)
+        rc = _csr_reduce_parallel(sp, pp, &ptr[0], N, F, &out[0, 0], T, CSR_DYNAMIC)
+    if rc != 0:
+        raise MemoryError("scatter_add_csr: out of memory")

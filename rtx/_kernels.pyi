@@ -4,7 +4,7 @@ One section per included ``.pxi`` file; keep it in sync with what they export
 (``tests/test_wheel_contents.py`` compares this file with the built module).
 """
 
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 import numpy as np
 import numpy.typing as npt
@@ -93,11 +93,13 @@ class IndexSnapshot:
 def snapshot_indices(idx: _Index, n: int) -> tuple[_Index, int]: ...
 def is_index_snapshot(arr: object) -> bool: ...
 
+def memeq(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> bool: ...
+
 # ------------------------------------------------------------------ _csr.pxi
 def csr_build(idx: _Index, ptr: _I64, perm: _I64) -> None: ...
+def set_segment_parallel_min(nbytes: int) -> int: ...
 
 # -------------------------------------------------------------- _segment.pxi
-def set_segment_parallel_min(nbytes: int) -> int: ...
 def segment_softmax_csr(
     scores: _Real, perm: _I64, ptr: _I64, out: _Real, num_threads: int
 ) -> None: ...
@@ -120,6 +122,12 @@ def segment_max_csr(
 ) -> None: ...
 def segment_max_backward_csr(
     grad: _Real, argmax: _I64, perm: _I64, ptr: _I64, out: _Real, num_threads: int
+) -> None: ...
+def segment_min_csr(
+    src: _Real, perm: _I64, ptr: _I64, out: _Real, argmin: _I64, num_threads: int
+) -> None: ...
+def segment_min_backward_csr(
+    grad: _Real, argmin: _I64, perm: _I64, ptr: _I64, out: _Real, num_threads: int
 ) -> None: ...
 
 # -------------------------------------------------------------- _message.pxi
@@ -193,7 +201,13 @@ def dlpack_export(
 ) -> Any: ...
 def dlpack_capsule_state(capsule: object) -> Literal["unused", "used", "other"]: ...
 # ---------------------------------------------------------------- _fused.pxi
-FUSED_OPS: Final[dict[str, tuple[int, int, bool]]]
+class FusedOp(NamedTuple):
+    opcode: int
+    arity: int
+    immediate: bool
+    predicate: bool
+
+FUSED_OPS: Final[dict[str, FusedOp]]
 
 def fused_eval(
     prog: npt.ArrayLike,

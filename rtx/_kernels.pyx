@@ -4,21 +4,26 @@ OpenMP kernels (row gather / scatter-add, segment ops, fused message passing
 and fused kernels numpy does badly).
 
 Each family lives in its own ``.pxi`` file, included here so they share one
-extension module and one OpenMP runtime.  Include order matters (a file may
-use only what an earlier one defines):
+extension module and one OpenMP runtime.  The shared base comes first, in
+this order (each uses only what an earlier one defines):
 
-1. ``_openmp.pxi``   OpenMP shim (thread number / team size, serial fallback)
-2. ``_common.pxi``   fused dtypes (``real``, ``index_t``), inline row helpers
-3. ``_diag.pxi``     thread-id probes and the bandwidth reference kernel
-4. ``_storage.pxi``  owned storage and the caching allocator
-5. ``_csr.pxi``      CSR grouping (counting sort + row pointers, row splits)
-6. ``_index.pxi``    gather / scatter-add
-7. ``_snapshot.pxi`` private, immutable snapshots of index arrays
-8. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
-9. ``_message.pxi``  fused message passing and its SDDMM gradient
-10. ``_sample.pxi``  heterogeneous neighbour sampling (rtx.loader)
-11. ``_dlpack.pxi``  DLPack import/export
-12. ``_fused.pxi``   fused elementwise kernels (the Fusion backend)
+- ``_openmp.pxi``   OpenMP shim (thread number / team size, serial fallback)
+- ``_common.pxi``   fused dtypes (``real``, ``index_t``), inline row helpers
+- ``_diag.pxi``     thread-id probes and the bandwidth reference kernel
+- ``_storage.pxi``  owned storage and the caching allocator
+- ``_snapshot.pxi`` private, immutable snapshots of index arrays (what kernels trust)
+- ``_csr.pxi``      CSR grouping, row splits, the grouped row sum and the one
+                    parallel CSR driver
+
+then the kernel families, each using only the base (never another family's
+helpers: tests/test_layers.py checks it), so their order does not matter:
+
+- ``_index.pxi``    gather / scatter-add
+- ``_segment.pxi``  segment softmax / mean / max / min over a CSR grouping
+- ``_message.pxi``  fused message passing and its SDDMM gradient
+- ``_sample.pxi``   heterogeneous neighbour sampling (rtx.loader)
+- ``_dlpack.pxi``   DLPack import/export
+- ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
 """
 
 from cython.parallel cimport prange
@@ -27,9 +32,9 @@ include "_openmp.pxi"
 include "_common.pxi"
 include "_diag.pxi"
 include "_storage.pxi"
+include "_snapshot.pxi"
 include "_csr.pxi"
 include "_index.pxi"
-include "_snapshot.pxi"
 include "_segment.pxi"
 include "_message.pxi"
 include "_sample.pxi"

@@ -1,4 +1,4 @@
-# Fused message passing over a CSR grouping (_csr.pxi), never materialising
+# Fused message passing over a CSR grouping (_csr.pxi's driver), never materialising
 # the (E, H, C) message tensor.
 #
 #   message_csr:  out[r] = sum over k in [ptr[r], ptr[r+1]) of
@@ -38,6 +38,41 @@ cdef void _message_rows(const real* xp, const index_t* other, const real* wp, bi
                     _axpy_row(row + h * C, wp[e * H + h], xs + h * C, C)
 
 
+ctypedef struct MessageJob:
+    const void* a       # forward: x; backward: grad
+    const void* b       # backward: x
+    const void* idx     # forward: other; backward: dst
+    bint idx64
+    const void* w
+    bint weighted
+    bint need_w
+    const int64_t* perm
+    const int64_t* ptr
+    Py_ssize_t H
+    Py_ssize_t C
+    void* out           # forward: out; backward: grad_x
+    void* out2          # backward: grad_weight (or NULL)
+    bint dbl
+
+
+cdef void _message_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    cdef const MessageJob* j = <const MessageJob*>job
+    if j.dbl:
+        if j.idx64:
+            _message_rows(<const double*>j.a, <const int64_t*>j.idx, <const double*>j.w,
+                          j.weighted, j.perm, j.ptr, j.H, j.C, <double*>j.out, r0, r1)
+        else:
+            _message_rows(<const double*>j.a, <const int32_t*>j.idx, <const double*>j.w,
+                          j.weighted, j.perm, j.ptr, j.H, j.C, <double*>j.out, r0, r1)
+    else:
+        if j.idx64:
+            _message_rows(<const float*>j.a, <const int64_t*>j.idx, <const float*>j.w,
+                          j.weighted, j.perm, j.ptr, j.H, j.C, <float*>j.out, r0, r1)
+        else:
+            _message_rows(<const float*>j.a, <const int32_t*>j.idx, <const float*>j.w,
+                          j.weighted, j.perm, j.ptr, j.H, j.C, <float*>j.out, r0, r1)
+
+
 def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::1] weight,
                 bint weighted, const int64_t[::1] perm, const int64_t[::1] ptr,
                 real[:, ::1] out, Py_ssize_t heads, int num_threads):
@@ -49,10 +84,9 @@ def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::
     cdef Py_ssize_t F = x.shape[1]
     cdef Py_ssize_t N = out.shape[0]
     cdef Py_ssize_t H = heads
-    cdef Py_ssize_t c, nchunks
-    cdef Py_ssize_t* bounds
     cdef const real* wp = NULL
-    cdef int T
+    cdef MessageJob job
+    cdef int T, rc
     if H < 1 or F % H != 0:
         raise ValueError("message_csr: the row width must be a multiple of heads")
     if out.shape[1] != F or ptr.shape[0] != N + 1:
@@ -70,23 +104,25 @@ def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::
         raise IndexError("message_csr: x has no rows to gather from")
     if weighted:
         wp = &weight[0, 0]
+    job.a = &x[0, 0]
+    job.b = NULL
+    job.idx = &other[0]
+    job.idx64 = index_t is int64_t
+    job.w = wp
+    job.weighted = weighted
+    job.need_w = False
+    job.perm = &perm[0]
+    job.ptr = &ptr[0]
+    job.H = H
+    job.C = F // H
+    job.out = &out[0, 0]
+    job.out2 = NULL
+    job.dbl = real is double
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
-    nchunks = _csr_nchunks(T, N)
-    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
-    if bounds == NULL:
-        raise MemoryError("message_csr: out of memory")
     with nogil:
-        if T <= 1 or nchunks <= 1:
-            _mark_seen()
-            _message_rows(&x[0, 0], &other[0], wp, weighted, &perm[0], &ptr[0], H, F // H,
-                          &out[0, 0], 0, N)
-        else:
-            _csr_split(&ptr[0], N, nchunks, bounds)
-            for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
-                _mark_seen()
-                _message_rows(&x[0, 0], &other[0], wp, weighted, &perm[0], &ptr[0], H, F // H,
-                              &out[0, 0], bounds[c], bounds[c + 1])
-    free(bounds)
+        rc = _csr_parallel(_message_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
+    if rc != 0:
+        raise MemoryError("message_csr: out of memory")
 
 
 cdef void _sddmm_block(const real* gp, const real* xp, const index_t* sp, const index_t* dp,
@@ -186,6 +222,28 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst,
                     gwp[e * H + h] = acc
 
 
+cdef void _message_bwd_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    cdef const MessageJob* j = <const MessageJob*>job
+    if j.dbl:
+        if j.idx64:
+            _message_bwd_rows(<const double*>j.a, <const double*>j.b, <const int64_t*>j.idx,
+                              <const double*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
+                              j.C, <double*>j.out, <double*>j.out2, r0, r1)
+        else:
+            _message_bwd_rows(<const double*>j.a, <const double*>j.b, <const int32_t*>j.idx,
+                              <const double*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
+                              j.C, <double*>j.out, <double*>j.out2, r0, r1)
+    else:
+        if j.idx64:
+            _message_bwd_rows(<const float*>j.a, <const float*>j.b, <const int64_t*>j.idx,
+                              <const float*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
+                              j.C, <float*>j.out, <float*>j.out2, r0, r1)
+        else:
+            _message_bwd_rows(<const float*>j.a, <const float*>j.b, <const int32_t*>j.idx,
+                              <const float*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
+                              j.C, <float*>j.out, <float*>j.out2, r0, r1)
+
+
 def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const index_t[::1] dst,
                          const real[:, ::1] weight, bint weighted, bint need_weight,
                          const int64_t[::1] perm, const int64_t[::1] ptr,
@@ -200,11 +258,10 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
     cdef Py_ssize_t F = x.shape[1]
     cdef Py_ssize_t N = x.shape[0]
     cdef Py_ssize_t H = heads
-    cdef Py_ssize_t c, nchunks
-    cdef Py_ssize_t* bounds
     cdef const real* wp = NULL
     cdef real* gwp = NULL
-    cdef int T
+    cdef MessageJob job
+    cdef int T, rc
     if H < 1 or F % H != 0:
         raise ValueError("message_backward_csr: the row width must be a multiple of heads")
     if grad.shape[1] != F or grad_x.shape[0] != N or grad_x.shape[1] != F or ptr.shape[0] != N + 1:
@@ -229,21 +286,22 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
         wp = &weight[0, 0]
     if need_weight:
         gwp = &grad_weight[0, 0]
+    job.a = &grad[0, 0]
+    job.b = &x[0, 0]
+    job.idx = &dst[0]
+    job.idx64 = index_t is int64_t
+    job.w = wp
+    job.weighted = weighted
+    job.need_w = need_weight
+    job.perm = &perm[0]
+    job.ptr = &ptr[0]
+    job.H = H
+    job.C = F // H
+    job.out = &grad_x[0, 0]
+    job.out2 = gwp
+    job.dbl = real is double
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
-    nchunks = _csr_nchunks(T, N)
-    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
-    if bounds == NULL:
-        raise MemoryError("message_backward_csr: out of memory")
     with nogil:
-        if T <= 1 or nchunks <= 1:
-            _mark_seen()
-            _message_bwd_rows(&grad[0, 0], &x[0, 0], &dst[0], wp, weighted, need_weight,
-                              &perm[0], &ptr[0], H, F // H, &grad_x[0, 0], gwp, 0, N)
-        else:
-            _csr_split(&ptr[0], N, nchunks, bounds)
-            for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
-                _mark_seen()
-                _message_bwd_rows(&grad[0, 0], &x[0, 0], &dst[0], wp, weighted, need_weight,
-                                  &perm[0], &ptr[0], H, F // H, &grad_x[0, 0], gwp,
-                                  bounds[c], bounds[c + 1])
-    free(bounds)
+        rc = _csr_parallel(_message_bwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
+    if rc != 0:
+        raise MemoryError("message_backward_csr: out of memory")

@@ -14,6 +14,7 @@
 # forward's snapshot for backward) and only re-run the bounds check.
 
 from cpython.buffer cimport PyBUF_WRITABLE
+from libc.string cimport memcmp
 
 import numpy as _np_snap
 
@@ -113,3 +114,31 @@ def is_index_snapshot(arr):
     while type(base) is _np_snap.ndarray:   # views of a snapshot (slices)
         base = base.base
     return type(base) is IndexSnapshot and not arr.flags.writeable
+
+
+def memeq(a, b):
+    """Whether two C-contiguous numpy arrays of one dtype and shape hold the same
+    bytes (``memcmp`` without the GIL; for index arrays: value equality).
+
+    No temporaries (``np.array_equal`` builds a bool array).  A buffer another
+    thread writes meanwhile gives an unspecified answer, never a bad read."""
+    cdef const unsigned char[::1] x
+    cdef const unsigned char[::1] y
+    cdef Py_ssize_t n
+    cdef int r = 0
+    if type(a) is not _np_snap.ndarray or type(b) is not _np_snap.ndarray:
+        raise TypeError("memeq: numpy arrays expected")
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        raise ValueError("memeq: the arrays must be C-contiguous")
+    if a.nbytes == 0:
+        return True
+    x = a.reshape(-1).view(_np_snap.uint8)
+    y = b.reshape(-1).view(_np_snap.uint8)
+    n = x.shape[0]
+    if y.shape[0] != n:
+        return False
+    with nogil:
+        r = memcmp(&x[0], &y[0], <size_t>n)
+    return r == 0

@@ -83,11 +83,14 @@ M = _RNG.uniform(-1, 1, (4, 2))
 IDX = np.array([2, 0, 2], dtype=np.int64)
 X4 = _RNG.uniform(-1, 1, (4, 4))  # one row per segment of IDX over 4 segments
 EI = np.array([[0, 2, 1, 2], [1, 0, 1, 1]], dtype=np.int64)  # 3 sources -> 2 targets
+# backends take index arguments as checked plans (the public faces make them)
+P3, P4, P5 = (rtx.IndexPlan(IDX, n) for n in (3, 4, 5))   # IDX over 3 / 4 / 5 rows
+EIP = rtx.EdgeIndex(EI, 3, 2)
 W = _RNG.uniform(-1, 1, (4,))
 
 
 def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
-    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
+    gx, gw = B.message_passing_backward(f(X[:2]), f(X), EIP, f(W))
     return B.concat([B.reshape(gx, (12,)), gw], 0)
 
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
@@ -189,6 +192,8 @@ OPS: list[OpInfo] = [
     OpInfo("where", E, backend_call=lambda B, f: B.where(f(X > 1), f(X), f(Y))),
     OpInfo("cast", E, backend_call=lambda B, f: B.cast(f(X), np.dtype(np.float32))),
     OpInfo("copy", E, backend_call=lambda B, f: B.copy(f(X))),
+    OpInfo("elementwise", E, differentiable=False,   # any evaluator op by name
+           backend_call=lambda B, f: B.elementwise("leaky_relu", f(X - 1), imm=0.1)),
     # ------------------------------------------------------------- activation
     OpInfo("relu", A, "unary", rtx.relu, lambda a: np.maximum(a, a.dtype.type(0)),
            keeps_int=True, grad_domain={"away": 0.1},
@@ -247,26 +252,31 @@ OPS: list[OpInfo] = [
     OpInfo("concat", "shape", backend_call=lambda B, f: B.concat([f(X), f(X)], 1)),
     OpInfo("stack", "shape", backend_call=lambda B, f: B.stack([f(X), f(X)], 0)),
     # ------------------------------------------------------------------ index
-    OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), IDX)),
-    OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), IDX, 5)),
+    OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), P3)),
+    OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), P5, 5)),
     # ---------------------------------------------------------------- segment
     # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
     OpInfo("segment_softmax", "segment",
-           backend_call=lambda B, f: B.segment_softmax(f(X), IDX, 4)),
+           backend_call=lambda B, f: B.segment_softmax(f(X), P4, 4)),
     OpInfo("segment_softmax_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_softmax_backward(
-               B.segment_softmax(f(X), IDX, 4), f(X - 1), IDX, 4)),
-    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), IDX, 4)),
+               B.segment_softmax(f(X), P4, 4), f(X - 1), P4, 4)),
+    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), P4, 4)),
     OpInfo("segment_mean_backward", "segment", differentiable=False,
-           backend_call=lambda B, f: B.segment_mean_backward(f(X4), IDX, 4)),
+           backend_call=lambda B, f: B.segment_mean_backward(f(X4), P4, 4)),
     OpInfo("segment_max", "segment",
-           backend_call=lambda B, f: B.segment_max(f(X), IDX, 4)[0]),
+           backend_call=lambda B, f: B.segment_max(f(X), P4, 4)[0]),
     OpInfo("segment_max_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_max_backward(
-               f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3)),
+               f(X4), B.segment_max(f(X), P4, 4)[1], P4, 3)),
+    OpInfo("segment_min", "segment",
+           backend_call=lambda B, f: B.segment_min(f(X), P4, 4)[0]),
+    OpInfo("segment_min_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_min_backward(
+               f(X4), B.segment_min(f(X), P4, 4)[1], P4, 3)),
     # ---------------------------------------------------------------- message
     OpInfo("message_passing", "message",
-           backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),
+           backend_call=lambda B, f: B.message_passing(f(X), EIP, 2, f(W))),
     OpInfo("message_passing_backward", "message", differentiable=False,
            backend_call=_mp_backward),
     # ----------------------------------------------------- creation, in-place

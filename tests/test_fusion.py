@@ -403,10 +403,20 @@ def test_non_fusable_ops_are_forwarded(fz):
     np.testing.assert_allclose(r.numpy(), a.numpy()[[2, 0]] * 3, rtol=1e-6)
 
 
-def test_unknown_inner_ops_are_forwarded_generically():
-    class Inner(rtx.CpuBackend):
+def test_inner_backends_own_families_are_forwarded_generically():
+    """An op family the inner backend adds (a family mixin of its own) is forwarded
+    by name, like Backend's families; a method outside every family is not an op."""
+    from rtx.backend._family import Family
+
+    class TwiceOps(Family):
+        FAMILY = "twice"
+
         def twice_rows(self, x, scale=1.0):
             return np.ascontiguousarray(np.concatenate([x, x]) * scale)
+
+    class Inner(TwiceOps, rtx.CpuBackend):
+        def helper_not_an_op(self, x):
+            return x
 
     f = Fusion(Inner(), min_elements=0)
     a = f.from_numpy(np.arange(3, dtype=np.float32))
@@ -415,8 +425,12 @@ def test_unknown_inner_ops_are_forwarded_generically():
     out = f.twice_rows(p, scale=2.0)
     assert isinstance(out, Lazy)
     np.testing.assert_array_equal(f.to_numpy(out), np.tile(np.arange(1, 4.0), 2) * 2)
+    assert f.cache_info()["forwarded"] == 1
     with pytest.raises(AttributeError):
         f.no_such_op  # noqa: B018
+    with pytest.raises(AttributeError):
+        f.helper_not_an_op  # noqa: B018
+    assert not hasattr(Fusion(rtx.CpuBackend()), "twice_rows")   # per inner backend
 
 
 def test_enabled_switch():

@@ -43,6 +43,8 @@ from hypothesis.extra import numpy as hnp  # noqa: E402
 
 import rtx  # noqa: E402
 from rtx import _kernels  # noqa: E402
+from rtx._dtypes import float_type  # noqa: E402
+from rtx._dtypes import result_type as torch_result_type  # noqa: E402
 from rtx.backend.index import as_index_array  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RTX_FUZZ_EXAMPLES", "120"))
@@ -795,19 +797,24 @@ def test_binary_ops(data, name):
             b = b.item()
         if type(b) is int and not -2**63 <= b < 2**63:
             raise Expect(OverflowError)             # like PyTorch: never wrapped
-        if name == "div" and (a.dtype.kind in "biu" and (not isinstance(b, np.ndarray)
-                                                          or b.dtype.kind in "biu")):
-            return _np_binary(fn, a.astype(np.float64), b)
         r = _np_binary(fn, a, b)
+        if name in COMPARE:
+            return r
         try:
             rt = np.result_type(a, b)
         except (TypeError, ValueError, OverflowError):
             rt = r.dtype
-        if name in BINARY and r.dtype != rt:
+        if r.dtype != rt and name != "div":     # (true division is float whatever rt)
             # e.g. bool ** bool is int8 in numpy: rtx keeps the operands' dtype and
             # may refuse the cast cleanly instead
             raise Expect(TypeError, alt=r)
-        return r
+        # the value: computed in PyTorch's result dtype (int * 1.5 and int / int are
+        # float32), the rule rtx's backends use (itself checked against
+        # torch.result_type in tests/test_dtypes.py)
+        pt = torch_result_type(a, b)
+        if name == "div":
+            pt = float_type(pt)
+        return _np_binary(fn, np.asarray(a).astype(pt), np.asarray(b).astype(pt))
 
     call = (lambda: getattr(rtx, name)(t, other)) if name in BINARY else (
         lambda: getattr(t, name)(other))
@@ -1054,7 +1061,9 @@ def test_matmul_shapes_and_dtypes(data):
             raise Expect(ValueError)
         with np.errstate(all="ignore"):
             try:
-                return np.asarray(np.matmul(a, b))
+                np.matmul(a, b)
+                pt = torch_result_type(a, b)     # computed in PyTorch's result dtype
+                return np.asarray(np.matmul(a.astype(pt), b.astype(pt)))
             except (ValueError, TypeError) as e:
                 raise Expect(ValueError, TypeError) from e
 

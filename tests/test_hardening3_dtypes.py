@@ -246,11 +246,11 @@ OPERANDS = {
                                                   np.float64(2.5)), "float32", True),
     "where(c, f64(2.5), f32)": (lambda m: m.where(m.tensor(_C), np.float64(2.5),
                                                   _t(m, "float32")), "float32", True),
-    # documented differences (docs/pytorch-parity.md): torch gives float32
-    "i64 * 2.5": (lambda m: _t(m, "int64") * 2.5, "float64", False),
-    "i64 * f64(2.5)": (lambda m: _t(m, "int64") * np.float64(2.5), "float64", False),
-    "where(c, 1.5, 2.5)": (lambda m: m.where(m.tensor(_C), 1.5, 2.5), "float64", False),
-    "i64 / 2": (lambda m: _t(m, "int64") / 2, "float64", False),
+    # PyTorch's promotion in the backends (issue 18; these were float64, numpy's rule)
+    "i64 * 2.5": (lambda m: _t(m, "int64") * 2.5, "float32", True),
+    "i64 * f64(2.5)": (lambda m: _t(m, "int64") * np.float64(2.5), "float32", True),
+    "where(c, 1.5, 2.5)": (lambda m: m.where(m.tensor(_C), 1.5, 2.5), "float32", True),
+    "i64 / 2": (lambda m: _t(m, "int64") / 2, "float32", True),
 }
 
 

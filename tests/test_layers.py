@@ -74,10 +74,16 @@ def test_op_rule_families_import_only_their_base():
             assert target == "rtx._autodiff.ops.base", f"{p.name}:{line} imports {target}"
 
 
+def test_dtypes_imports_no_rtx_module():
+    """rtx._dtypes is the bottom layer: dtypes, promotion and host conversion for all."""
+    assert _imports(PKG / "_dtypes.py") == []
+
+
 def test_backends_import_nothing_above_them():
     for p in sorted((PKG / "backend").rglob("*.py")):
         for _, line, target in _imports(p):
-            assert target.startswith(("rtx.backend", "rtx._kernels", "rtx._threads")), \
+            assert target.startswith(("rtx.backend", "rtx._kernels", "rtx._threads",
+                                      "rtx._dtypes")), \
                 f"{p.relative_to(ROOT)}:{line} imports {target}"
 
 
@@ -88,6 +94,49 @@ def test_kernel_sources_import_no_rtx_python_module():
     for p in sorted(PKG.glob("*.pxi")) + [PKG / "_kernels.pyx"]:
         hits = [m.group(0).strip() for m in pat.finditer(p.read_text())]
         assert not hits, f"{p.name}: {hits}"
+
+
+# The kernel base every family may use (rtx/_kernels.pyx includes it first);
+# a family include uses only these, never another family's helpers.
+KERNEL_BASE = ("_openmp.pxi", "_common.pxi", "_diag.pxi", "_storage.pxi", "_snapshot.pxi",
+               "_csr.pxi")
+_CDEF_NAME = re.compile(
+    r"^(?:cdef|cpdef)\s+(?!class\b|enum\b|extern\b|struct\b)(?:[\w*\[\]]+\s+)*?"
+    r"\**(\w+)\s*[(=\[]", re.M)
+_CDEF_TYPE = re.compile(r"^(?:ctypedef\s+(?:struct|fused)|cdef\s+(?:class|struct))\s+(\w+)"
+                        r"|^ctypedef\s+[\w\s*]+\(\*\s*(\w+)\)", re.M)
+_ENUM_MEMBER = re.compile(r"^cdef enum:\n((?:[ \t]+\w+ = [^\n]*\n|[ \t]*#[^\n]*\n)+)", re.M)
+
+
+def _kernel_private_names(text: str) -> set[str]:
+    """The C-level names a .pxi defines at module level (functions, globals,
+    types, enum members); Python-visible ``def`` functions are not private."""
+    names = set(_CDEF_NAME.findall(text))
+    names |= {a or b for a, b in _CDEF_TYPE.findall(text)}
+    for block in _ENUM_MEMBER.findall(text):
+        names |= set(re.findall(r"^[ \t]+(\w+) =", block, re.M))
+    return names
+
+
+@pytest.mark.skipif(not IN_TREE, reason="the Cython sources are not installed")
+def test_kernel_families_use_only_the_shared_base():
+    """No kernel family include uses another family's private helpers (so the
+    include order of the families in _kernels.pyx is not load-bearing)."""
+    families = [p for p in sorted(PKG.glob("*.pxi")) if p.name not in KERNEL_BASE]
+    own = {p.name: _kernel_private_names(p.read_text()) for p in families}
+    assert own["_segment.pxi"] >= {"_segment_parallel", "SEG_MAX", "SegmentJob"}  # the parser
+    assert {"_csr_parallel", "csr_rows_fn", "CSR_DYNAMIC"} <= _kernel_private_names(
+        (PKG / "_csr.pxi").read_text())
+    for p in families:
+        code = re.sub(r"#[^\n]*", "", p.read_text())
+        for other, names in own.items():
+            if other == p.name:
+                continue
+            used = {n for n in names if re.search(rf"\b{n}\b", code)}
+            assert not used, f"{p.name} uses {sorted(used)} from {other}"
+    included = re.findall(r'^include "(\w+\.pxi)"', (PKG / "_kernels.pyx").read_text(), re.M)
+    assert included[: len(KERNEL_BASE)] == list(KERNEL_BASE)
+    assert sorted(included) == sorted(p.name for p in PKG.glob("*.pxi"))
 
 
 @pytest.mark.skipif(not IN_TREE, reason="needs the source tree's pyproject.toml")

@@ -246,7 +246,9 @@ def test_dtype_promotion(backend):
     assert (a + b).dtype == rtx.float64
     assert (a + 1.5).dtype == rtx.float32
     assert (rtx.tensor([1, 2]) + 1).dtype == rtx.int64
-    assert (rtx.tensor([1, 2]) / 2).dtype == rtx.float64
+    assert (rtx.tensor([1, 2]) / 2).dtype == rtx.float32      # PyTorch's rule: ints -> float32
+    assert (rtx.tensor([1, 2]) * 1.5).dtype == rtx.float32
+    assert (a * rtx.tensor(np.float64(2.0))).dtype == rtx.float32  # a zero-dim float64 is weak
 
 
 def test_casts(backend, dtype):

@@ -94,6 +94,35 @@ _FPROG = np.array([[_kernels.FUSED_OPS["mul"][0], 2, 0, 0, -1, -1],
 _FX = _X.reshape(-1)
 KERNELS["fused_eval"] = lambda: _kernels.fused_eval(_FPROG, 4, [_FX], [], [],
                                                     [np.empty_like(_FX)], [3], _FX.shape, 1)
+# the CSR kernels (segment, message passing, the plan's scatter) and the byte compare
+_PLAN = rtx.IndexPlan(_IDX, E)
+_PTR, _PERM = _PLAN.csr()
+_ARG = np.zeros((E, F), np.int64)
+_X1 = np.ascontiguousarray(_X[:, :1])
+_W = _rng.standard_normal((E, 1)).astype(np.float32)
+_BIG_COPY = _BIG_IDX.copy()
+KERNELS.update({
+    "csr_build": lambda: _kernels.csr_build(_BIG_IDX, np.empty(E + 2, np.int64),
+                                            np.empty(len(_BIG_IDX), np.int64)),
+    "scatter_add_csr": lambda: _kernels.scatter_add_csr(_X, _PERM, _PTR, np.empty_like(_X), 1),
+    "segment_softmax_csr": lambda: _kernels.segment_softmax_csr(_X, _PERM, _PTR,
+                                                                np.empty_like(_X), 1),
+    "segment_softmax_entries": lambda: _kernels.segment_softmax_entries(
+        _X1, _IDX, E, np.empty_like(_X1), 1),
+    "segment_mean_csr": lambda: _kernels.segment_mean_csr(_X, _PERM, _PTR, np.empty_like(_X), 1),
+    "segment_max_csr": lambda: _kernels.segment_max_csr(_X, _PERM, _PTR, np.empty_like(_X),
+                                                        np.empty_like(_ARG), 1),
+    "segment_min_csr": lambda: _kernels.segment_min_csr(_X, _PERM, _PTR, np.empty_like(_X),
+                                                        np.empty_like(_ARG), 1),
+    "segment_max_backward_csr": lambda: _kernels.segment_max_backward_csr(
+        _X, _ARG, _PERM, _PTR, np.empty_like(_X), 1),
+    "message_csr": lambda: _kernels.message_csr(_X, _IDX, _W, True, _PERM, _PTR,
+                                                np.empty_like(_X), 1, 1),
+    "message_backward_csr": lambda: _kernels.message_backward_csr(
+        _X, _X, _IDX, _W, True, True, _PERM, _PTR, np.empty_like(_X), np.empty_like(_W), 1, 1),
+    "sddmm_dot": lambda: _kernels.sddmm_dot(_X, _X, _IDX, _IDX, np.empty_like(_W), 1),
+    "memeq": lambda: _kernels.memeq(_BIG_IDX, _BIG_COPY),
+})
 if hasattr(_kernels, "parallel_thread_ids"):
     KERNELS["parallel_thread_ids"] = lambda: _kernels.parallel_thread_ids(20_000_000, 1)
 

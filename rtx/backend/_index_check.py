@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import INDEX_DTYPES as INDEX_DTYPES  # re-exported
+from .._dtypes import plain_ndarray
 from .._kernels import first_out_of_bounds
-from ._host import plain_ndarray
-
-INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def as_index_array(indices: Any, op: str) -> np.ndarray:

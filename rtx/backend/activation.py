@@ -6,12 +6,14 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from .._dtypes import float_type
+from ._family import Family, composed
 
 
 def _float_dtype(x: np.ndarray) -> np.dtype:
-    """Floats keep their dtype; int/bool inputs give float64 (like exp, tanh)."""
-    return x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    """Floats keep their dtype; int/bool inputs give float32 (PyTorch's rule:
+    ``rtx._dtypes.float_type``), like exp and tanh."""
+    return float_type(x.dtype)
 
 
 def np_sigmoid(x: np.ndarray) -> np.ndarray:
@@ -29,6 +31,7 @@ def np_leaky_relu(x: np.ndarray, slope: float) -> np.ndarray:
 
 
 def np_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    x = x.astype(_float_dtype(x), copy=False)
     if x.size == 0:
         return np.array(x, copy=True)
     e = np.exp(x - np.max(x, axis=dim, keepdims=True))
@@ -36,33 +39,30 @@ def np_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 
 def np_log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    x = x.astype(_float_dtype(x), copy=False)
     if x.size == 0:
         return np.array(x, copy=True)
     z = x - np.max(x, axis=dim, keepdims=True)
     return z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
 
 
-class ActivationOps(HostRoundTrip):
-    FAMILY = "activation"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "relu", "leaky_relu", "elu", "sigmoid", "tanh", "softmax", "log_softmax",
-        "relu_backward", "leaky_relu_backward", "elu_backward",
-    )
+class ActivationOps(Family):
+    FAMILY = "activation"  # its ops: the public methods below (``_family.py``)
 
     def relu(self, a: Any) -> Any:
         return self.maximum(a, 0)  # type: ignore[attr-defined]
 
-    def leaky_relu(self, a: Any, negative_slope: float = 0.01) -> Any:
+    def leaky_relu(self, a: Any, negative_slope: float) -> Any:
         return self._host(np_leaky_relu, a, negative_slope)
 
-    def elu(self, a: Any, alpha: float = 1.0) -> Any:
+    def elu(self, a: Any, alpha: float) -> Any:
         return self._host(np_elu, a, alpha)
 
     def sigmoid(self, a: Any) -> Any:
         return self._host(np_sigmoid, a)
 
     def tanh(self, a: Any) -> Any:
-        return self._host(np.tanh, a)
+        return self._host(lambda x: np.tanh(x, dtype=_float_dtype(np.asarray(x))), a)
 
     def softmax(self, a: Any, dim: int) -> Any:
         return self._host(np_softmax, a, dim)
@@ -74,15 +74,18 @@ class ActivationOps(HostRoundTrip):
     # it as one pass (the CPU backend: one fused OpenMP kernel).  These defaults
     # compose the backend's own elementwise ops, so a decorator that records
     # those (Fusion) fuses the backward with its neighbours.
+    @composed
     def relu_backward(self, out: Any, grad: Any) -> Any:
         """``grad`` where ``out > 0`` (or NaN), else 0: PyTorch's threshold rule."""
         return self.where(self.le(out, 0), 0, grad)  # type: ignore[attr-defined]
 
+    @composed
     def leaky_relu_backward(self, a: Any, grad: Any, negative_slope: float) -> Any:
         """``grad`` where ``a > 0``, else ``grad * negative_slope``."""
         return self.where(self.gt(a, 0), grad,  # type: ignore[attr-defined]
                           self.mul(grad, negative_slope))  # type: ignore[attr-defined]
 
+    @composed
     def elu_backward(self, a: Any, out: Any, grad: Any, alpha: float) -> Any:
         """``grad * (out + alpha)`` (= alpha exp(a)) where ``a <= 0``, else ``grad``
         (so a NaN input passes ``grad``, as PyTorch's elu_backward)."""

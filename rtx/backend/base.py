@@ -15,10 +15,11 @@ See ``docs/backends.md``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ._family import Family, families_of, query
 from .activation import ActivationOps
 from .elementwise import ElementwiseOps
 from .index import IndexOps
@@ -32,27 +33,63 @@ from .shape import ShapeOps
 Prim = Any
 
 
+class CreationOps(Family):
+    """Creation and the one mutating op."""
+
+    FAMILY = "creation"
+
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.empty(shape, dtype))  # type: ignore[attr-defined]
+
+    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.zeros(shape, dtype))  # type: ignore[attr-defined]
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: np.dtype) -> Prim:
+        return self.from_numpy(np.full(shape, value, dtype))  # type: ignore[attr-defined]
+
+    def inplace(self, op: str, dst: Prim, src: Any) -> Prim:
+        """``dst op= src`` for op in add/sub/mul/div/copy/fill.
+
+        Returns the primitive that now holds the result.  The default computes
+        a new primitive (the caller rebinds to it); backends with mutable
+        buffers override this to write into ``dst``.
+        """
+        B: Any = self
+        shape, dt = tuple(B.shape(dst)), np.dtype(B.dtype(dst))
+        if op == "fill":
+            return B.full(shape, src, dt)
+        if op == "copy":
+            new = B.broadcast_to(src, shape) if B.is_prim(src) else B.full(shape, src, dt)
+        else:
+            new = getattr(B, op)(dst, src)
+        if tuple(B.shape(new)) != shape:
+            raise ValueError(f"in-place {op}: result shape {tuple(B.shape(new))} != {shape}")
+        return new if np.dtype(B.dtype(new)) == dt else B.cast(new, dt)
+
+
 _MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
-           SegmentOps, MessageOps)
+           SegmentOps, MessageOps, CreationOps)
 
 
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
-              LossOps, SegmentOps, MessageOps, ABC):
+              LossOps, SegmentOps, MessageOps, CreationOps, ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 
-    ``FAMILIES`` maps each op family to its op names (each family mixin declares
-    its own ``OPS``; ``creation`` is this class's); ``OPS`` is all of them.  A
-    decorator backend (one that wraps an ``inner`` backend) can forward a whole
-    family by name instead of listing its methods.
+    ``FAMILIES`` maps each op family to its op names (each family mixin's
+    ``OPS``, derived from its methods: ``_family.py``); ``OPS`` is all of them.
+    A subclass that mixes in a family of its own gets it in its ``FAMILIES``
+    too.  A decorator backend (one that wraps an ``inner`` backend) forwards
+    whole families by name instead of listing their methods.
     """
 
     name: str = "backend"
-    FAMILY = "creation"
-    FAMILIES: dict[str, tuple[str, ...]] = {
-        **{m.FAMILY: m.OPS for m in _MIXINS},
-        "creation": ("empty", "zeros", "full", "inplace"),
-    }
-    OPS: tuple[str, ...] = tuple(n for names in FAMILIES.values() for n in names)
+    FAMILIES: ClassVar[dict[str, tuple[str, ...]]]
+    OPS: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.FAMILIES = families_of(cls)
+        cls.OPS = tuple(n for names in cls.FAMILIES.values() for n in names)
 
     # ----------------------------------------------------------------- core
     @abstractmethod
@@ -71,42 +108,21 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
     def dtype(self, p: Prim) -> np.dtype:
         """``p``'s dtype (a numpy dtype)."""
 
-    # ------------------------------------------------------------- creation
-    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
-        return self.from_numpy(np.empty(shape, dtype))
-
-    def zeros(self, shape: tuple[int, ...], dtype: np.dtype) -> Prim:
-        return self.from_numpy(np.zeros(shape, dtype))
-
-    def full(self, shape: tuple[int, ...], value: Any, dtype: np.dtype) -> Prim:
-        return self.from_numpy(np.full(shape, value, dtype))
-
-    def inplace(self, op: str, dst: Prim, src: Any) -> Prim:
-        """``dst op= src`` for op in add/sub/mul/div/copy/fill.
-
-        Returns the primitive that now holds the result.  The default computes
-        a new primitive (the caller rebinds to it); backends with mutable
-        buffers override this to write into ``dst``.
-        """
-        shape, dt = tuple(self.shape(dst)), np.dtype(self.dtype(dst))
-        if op == "fill":
-            return self.full(shape, src, dt)
-        if op == "copy":
-            new = self.broadcast_to(src, shape) if self.is_prim(src) else self.full(shape, src, dt)
-        else:
-            new = getattr(self, op)(dst, src)
-        if tuple(self.shape(new)) != shape:
-            raise ValueError(f"in-place {op}: result shape {tuple(self.shape(new))} != {shape}")
-        return new if np.dtype(self.dtype(new)) == dt else self.cast(new, dt)
-
+    # -------------------------------------------------------------- queries
+    @query
     def aliases(self, view: Prim, base: Prim) -> bool:
         """Whether ``view`` (a reshape/permute/getitem result) shares ``base``'s
         buffer, so that an in-place write to one changes the other (default: no)."""
         return False
 
+    @query
     def is_prim(self, p: Any) -> bool:
         """Whether ``p`` is one of this backend's primitives (default: not a scalar)."""
         return not isinstance(p, (int, float, bool, np.generic))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+Backend.FAMILIES = families_of(Backend)
+Backend.OPS = tuple(n for names in Backend.FAMILIES.values() for n in names)

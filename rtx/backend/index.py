@@ -1,14 +1,18 @@
-"""Row gather / scatter-add along dim 0, and the validation both paths share.
+"""Row gather / scatter-add along dim 0.
 
 ``index_select(x, idx)``: ``out[i] = x[idx[i]]``.
 ``index_add(src, idx, num_rows)``: ``out = zeros(num_rows, ...)``; ``out[idx[i]] += src[i]``.
 
-They are each other's adjoint.  Validation runs before anything is written:
-indices must be a 1-D int32/int64 array (``TypeError``), every index in
-``[0, n)`` (``IndexError`` naming the first bad position), ``len(idx) ==
-src.shape[0]`` for ``index_add`` (``ValueError``), ``num_rows`` a non-negative
-int (``TypeError`` / ``ValueError``).  Negative indices are rejected, never
-wrapped.
+They are each other's adjoint.  The backends take the indices as a checked
+``IndexPlan`` (``select_plan`` / ``add_plan``: the O(1) facts the kernels' memory
+safety needs; no index is checked again).  The validation of raw user indices
+(``check_select`` / ``check_add``, ``snapshot``, ``freeze_indices``) runs before
+anything is written: indices must be a 1-D int32/int64 array (``TypeError``),
+every index in ``[0, n)`` (``IndexError`` naming the first bad position),
+``len(idx) == src.shape[0]`` for ``index_add`` (``ValueError``), ``num_rows`` a
+non-negative int (``TypeError`` / ``ValueError``).  Negative indices are
+rejected, never wrapped.  (Raw indices still reach the index ops' backend bodies
+from ``Tensor.index_select`` / ``index_add`` until those faces make plans.)
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import check_rows
 from .._kernels import (
     is_index_snapshot as _is_index_snapshot,
 )
 from .._kernels import (
     snapshot_indices,
 )
-from ._host import HostRoundTrip
+from ._family import Family
+from ._host import check_output
 from ._index_check import INDEX_DTYPES as INDEX_DTYPES  # re-exported: the index contract
 from ._index_check import _index_error, as_index_array, check_bounds
 from .index_plan import IndexPlan
@@ -66,19 +72,8 @@ def freeze_indices(indices: Any, op: str) -> np.ndarray:
 
 
 def check_num_rows(num_rows: Any) -> int:
-    if isinstance(num_rows, (bool, np.bool_)):
-        raise TypeError("index_add(): num_rows must be an int, got bool")
-    try:
-        n = operator.index(num_rows)
-    except TypeError:
-        raise TypeError(
-            f"index_add(): num_rows must be an int, got {type(num_rows).__name__}"
-        ) from None
-    if n < 0:
-        raise ValueError(f"index_add(): num_rows must be >= 0, got {n}")
-    if n > sys.maxsize:
-        raise MemoryError(f"index_add(): num_rows = {n} is too large for this platform")
-    return n
+    """``index_add``'s ``num_rows``: ``rtx._dtypes.check_rows`` (the one row-count check)."""
+    return check_rows(num_rows, "index_add")
 
 
 def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarray:
@@ -123,23 +118,61 @@ def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any
     return idx, n
 
 
+def select_plan(shape: tuple[int, ...], plan: IndexPlan) -> IndexPlan:
+    """The O(1) facts an ``index_select`` over a checked plan needs (its memory
+    safety: every index is below ``plan.num_rows``, which must be ``x``'s rows)."""
+    if len(shape) < 1:
+        raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
+    if plan.num_rows != shape[0]:
+        raise ValueError(f"index_select(): the IndexPlan was checked against {plan.num_rows} "
+                         f"rows, but this call has {shape[0]}")
+    return plan
+
+
+def add_plan(shape: tuple[int, ...], plan: IndexPlan, num_rows: Any) -> IndexPlan:
+    """The O(1) facts an ``index_add`` over a checked plan needs: one index per
+    row of ``src``, ``num_rows`` the plan's row count (the output's rows)."""
+    if len(shape) < 1:
+        raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
+    try:
+        same = operator.index(num_rows) == plan.num_rows and not isinstance(num_rows, bool)
+    except TypeError:
+        same = False
+    if not same:
+        raise ValueError(f"index_add(): the IndexPlan was checked against {plan.num_rows} "
+                         f"rows, but this call has {num_rows!r}")
+    if len(plan) != shape[0]:
+        raise ValueError(f"index_add(): len(indices) = {len(plan)} must equal "
+                         f"src.shape[0] = {shape[0]}")
+    return plan
+
+
 def np_index_add(src: np.ndarray, idx: np.ndarray, num_rows: int) -> np.ndarray:
     out = np.zeros((num_rows,) + src.shape[1:], dtype=src.dtype)
     np.add.at(out, idx, src)
     return out
 
 
-class IndexOps(HostRoundTrip):
-    FAMILY = "index"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "index_select", "index_add",
-    )
+class IndexOps(Family):
+    """Row gather / scatter-add over a checked ``IndexPlan`` (the faces make one;
+    nothing here checks an index again)."""
+
+    FAMILY = "index"  # its ops: the public methods below (``_family.py``)
 
     def index_select(self, x: Any, indices: Any) -> Any:
-        idx = check_select(tuple(self.shape(x)), indices)  # type: ignore[attr-defined]
+        shape = tuple(self.shape(x))  # type: ignore[attr-defined]
+        if type(indices) is IndexPlan:
+            idx = select_plan(shape, indices)._idx
+        else:  # TODO(S1 faces): until every face passes a plan
+            idx = check_select(shape, indices)
         return self._host(lambda a: np.take(a, idx, axis=0), x)
 
     def index_add(self, src: Any, indices: Any, num_rows: int) -> Any:
+        shape = tuple(self.shape(src))  # type: ignore[attr-defined]
         dt = np.dtype(self.dtype(src))  # type: ignore[attr-defined]
-        idx, n = check_add(tuple(self.shape(src)), dt.itemsize, indices, num_rows)  # type: ignore[attr-defined]
+        if type(indices) is IndexPlan:
+            idx, n = add_plan(shape, indices, num_rows)._idx, indices.num_rows
+            check_output(n, shape, dt.itemsize, "index_add")
+        else:  # TODO(S1 faces): until every face passes a plan
+            idx, n = check_add(shape, dt.itemsize, indices, num_rows)
         return self._host(lambda a: np_index_add(a, idx, n), src)

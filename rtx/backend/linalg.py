@@ -6,14 +6,12 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from .._dtypes import result_type
+from ._family import Family
 
 
-class LinalgOps(HostRoundTrip):
-    FAMILY = "linalg"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "matmul",
-    )
+class LinalgOps(Family):
+    FAMILY = "linalg"  # its ops: the public methods below (``_family.py``)
 
     def matmul(self, a: Any, b: Any) -> Any:
-        return self._host(np.matmul, a, b)
+        return self._host(lambda x, y: np.matmul(x, y, dtype=result_type(x, y)), a, b)

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip, contiguous
+from ._family import Family
+from ._host import contiguous
 from .index import check_bounds
 
 
@@ -80,11 +81,8 @@ def np_nll_backward(scale: np.ndarray, target: np.ndarray, shape: tuple[int, ...
     return g
 
 
-class LossOps(HostRoundTrip):
-    FAMILY = "loss"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "cross_entropy_forward", "cross_entropy_backward", "nll_forward", "nll_backward",
-    )
+class LossOps(Family):
+    FAMILY = "loss"  # its ops: the public methods below (``_family.py``)
 
     def cross_entropy_forward(self, x: Any, target: np.ndarray) -> tuple[Any, Any]:
         target = check_rows_target(tuple(self.shape(x)), target, "cross_entropy_forward")  # type: ignore[attr-defined]

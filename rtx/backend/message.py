@@ -1,7 +1,7 @@
 """Fused message passing: ``out[dst[e]] += weight[e] * x[src[e]]``.
 
-``edge_index`` is an int ``[2, E]`` array (row 0 source, row 1 target) or an
-``EdgeIndex`` (checked once, groupings cached).  ``x`` is ``[N_src, F]`` with
+``edge_index`` is an ``EdgeIndex`` (row 0 source, row 1 target; checked once
+by the public face, groupings cached).  ``x`` is ``[N_src, F]`` with
 ``weight`` ``[E]``, or ``[N_src, H, C]`` with ``weight`` ``[E, H]``; no weight
 is a plain sum.  The output has ``num_nodes`` rows.  The backward pass:
 ``grad_x`` is the transpose message pass (grouped by source) and
@@ -18,15 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
-from .index_plan import EdgeIndex, _check_rows, as_edge_index
+from ._family import Family
+from .index_plan import EdgeIndex, IndexPlan, _check_rows, as_edge_index
 from .segment import FLOAT_DTYPES
 
 
 def check_message(x_shape: tuple[int, ...], x_dtype: Any, edge_index: Any, num_nodes: Any,
                   w_shape: tuple[int, ...] | None, w_dtype: Any,
                   op: str = "message_passing") -> tuple[EdgeIndex, int]:
-    """Validate; returns the EdgeIndex and the head count H (1 when unweighted or 1-D weight)."""
+    """Validate the user arguments; returns the EdgeIndex and the head count H (1
+    when unweighted or 1-D weight).  (A validator for the public faces: no
+    backend body calls it.)"""
     if np.dtype(x_dtype) not in FLOAT_DTYPES:
         raise TypeError(f"{op}(): x must be float32 or float64, got {np.dtype(x_dtype)}")
     if len(x_shape) not in (2, 3):
@@ -52,6 +54,25 @@ def check_message(x_shape: tuple[int, ...], x_dtype: Any, edge_index: Any, num_n
     return ei, H
 
 
+def edge_plan(edge_index: Any, num_src: int, num_dst: Any, op: str) -> EdgeIndex:
+    """The backend's contract for message passing's edges: a checked ``EdgeIndex``
+    over ``num_src`` sources (``x``'s rows) and ``num_dst`` targets (the output's
+    rows), made by the faces.  O(1), and all the kernels' memory safety needs:
+    they index ``x`` by the source plan and the output (or the gradient) by the
+    target plan without checking an index again."""
+    if (type(edge_index) is not EdgeIndex or type(edge_index.src) is not IndexPlan
+            or type(edge_index.dst) is not IndexPlan):
+        raise TypeError(f"{op}(): the backend takes the edges as a checked EdgeIndex "
+                        f"(rtx.EdgeIndex), got {type(edge_index).__name__}")
+    if len(edge_index.src) != len(edge_index.dst):
+        raise ValueError(f"{op}(): the EdgeIndex's source and target plans differ in length")
+    if edge_index.num_src != num_src or edge_index.num_dst != num_dst:
+        raise ValueError(
+            f"{op}(): the EdgeIndex was built for {edge_index.num_src} source and "
+            f"{edge_index.num_dst} target nodes, but this call has {num_src} and {num_dst}")
+    return edge_index
+
+
 def _w_col(w: np.ndarray | None, x_ndim: int) -> Any:
     if w is None:
         return 1
@@ -65,21 +86,14 @@ def np_message_passing(x: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
     return out
 
 
-class MessageOps(HostRoundTrip):
-    """Fused message passing and its backward pass."""
+class MessageOps(Family):
+    """Fused message passing and its backward pass, over a checked ``EdgeIndex``
+    (``edge_plan``: the faces make it; no index is checked again)."""
 
-    FAMILY = "message"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = ("message_passing", "message_passing_backward")
-
-    def _check_message(self, x: Any, edge_index: Any, num_nodes: Any,
-                       weight: Any) -> tuple[EdgeIndex, int]:
-        ws = None if weight is None else tuple(self.shape(weight))  # type: ignore[attr-defined]
-        wd = None if weight is None else self.dtype(weight)  # type: ignore[attr-defined]
-        return check_message(tuple(self.shape(x)), self.dtype(x), edge_index,  # type: ignore[attr-defined]
-                             num_nodes, ws, wd)
+    FAMILY = "message"  # its ops: the public methods below (``_family.py``)
 
     def message_passing(self, x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Any:
-        ei, _ = self._check_message(x, edge_index, num_nodes, weight)
+        ei = edge_plan(edge_index, tuple(self.shape(x))[0], num_nodes, "message_passing")  # type: ignore[attr-defined]
         xs = self._h(x)
         w = None if weight is None else self._h(weight)
         return self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
@@ -89,7 +103,8 @@ class MessageOps(HostRoundTrip):
                                  need_x: bool = True, need_weight: bool = True
                                  ) -> tuple[Any, Any]:
         """``(grad_x, grad_weight)`` (``None`` for what is not needed)."""
-        ei, _ = self._check_message(x, edge_index, tuple(self.shape(grad))[0], weight)  # type: ignore[attr-defined]
+        ei = edge_plan(edge_index, tuple(self.shape(x))[0], tuple(self.shape(grad))[0],  # type: ignore[attr-defined]
+                       "message_passing_backward")
         g, xs = self._h(grad), self._h(x)
         w = None if weight is None else self._h(weight)
         gx = gw = None

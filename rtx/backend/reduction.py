@@ -6,22 +6,21 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip
+from .._dtypes import float_type
+from ._family import Family
 
 Dim = int | tuple[int, ...] | None
 
 
-class ReductionOps(HostRoundTrip):
-    FAMILY = "reduction"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "sum", "mean", "max", "min", "argmax",
-    )
+class ReductionOps(Family):
+    FAMILY = "reduction"  # its ops: the public methods below (``_family.py``)
 
     def sum(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
         return self._host(np.sum, a, axis=dim, keepdims=keepdim)
 
     def mean(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
-        return self._host(np.mean, a, axis=dim, keepdims=keepdim)
+        return self._host(lambda x: np.mean(x, axis=dim, keepdims=keepdim,
+                                            dtype=float_type(np.asarray(x).dtype)), a)
 
     def max(self, a: Any, dim: Dim = None, keepdim: bool = False) -> Any:
         return self._host(np.max, a, axis=dim, keepdims=keepdim)

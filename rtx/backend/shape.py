@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ._host import HostRoundTrip, contiguous
+from ._family import Family, query
+from ._host import contiguous
 
 
 def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.ndarray:
@@ -17,23 +18,21 @@ def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.nda
     return out
 
 
-class ShapeOps(HostRoundTrip):
-    FAMILY = "shape"  # the op names below: what a decorator backend forwards as a family
-    OPS: tuple[str, ...] = (
-        "reshape", "permute", "broadcast_to", "expand", "getitem", "slice_backward", "concat",
-        "stack",
-    )
+class ShapeOps(Family):
+    FAMILY = "shape"  # its ops: the public methods below (``_family.py``)
 
     def reshape(self, a: Any, shape: tuple[int, ...]) -> Any:
         """``a`` with a new shape: a view of ``a`` when ``can_view`` says so, else a copy."""
         return self._host(np.reshape, a, shape=shape)
 
     # ---------------------------------------------- layout queries (not ops)
+    @query
     def is_contiguous(self, a: Any) -> bool:
         """Whether ``a`` is laid out C-contiguously.  The default: a backend
         without strided views holds every primitive contiguously."""
         return True
 
+    @query
     def can_view(self, a: Any, shape: tuple[int, ...]) -> bool:
         """Whether ``reshape(a, shape)`` returns a view of ``a`` (no copy).  The
         default: when ``a`` is contiguous (then any shape of the same size is)."""

@@ -1,0 +1,41 @@
+"""The CPU backend's memory: C-contiguous numpy arrays over an rtx ``Storage``
+(one owned, 64-byte aligned allocation from rtx's caching allocator,
+``rtx/_storage.pxi``; counted by ``rtx.memory_stats()``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..._kernels import Storage
+
+_ndarray = np.ndarray
+
+
+def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
+    """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    try:
+        storage = Storage(math.prod(shape) * dtype.itemsize, zero)
+    except OverflowError:  # more bytes than a Py_ssize_t holds
+        raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
+    # np.ndarray(buffer=) keeps the Storage itself as the array's base (no
+    # memoryview in between): half the cost of frombuffer + reshape.
+    # (numpy's stubs type buffers as collections.abc.Buffer only from Python 3.12)
+    return _ndarray(shape, dtype, storage)  # type: ignore[arg-type]
+
+
+def own(a: np.ndarray) -> np.ndarray:
+    """``a``'s values in an rtx-owned, C-contiguous buffer."""
+    out = empty(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
+
+
+def rows2d(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous (len, prod(rest)) view (a copy only if needed): the
+    2-D layout the row kernels take."""
+    return np.ascontiguousarray(a).reshape(a.shape[0], math.prod(a.shape[1:]))

@@ -1,0 +1,109 @@
+"""CPU activations.  ``leaky_relu``, ``elu`` and the activations' backward rules
+run as one fused OpenMP pass each: a fixed program of the fused evaluator
+(``rtx/_fused.pxi``), compiled once by ``rtx/backend/_program.py``; numpy would take 3-5
+passes with as many temporaries.  Bitwise equal to the composed ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
+from ..._dtypes import float_type
+from ..._kernels import fused_eval
+from ..._threads import get_num_threads
+from .._program import IMM, Program, lower
+from ..activation import np_elu, np_leaky_relu, np_sigmoid
+from ._alloc import empty, own
+from .elementwise import binary, unary
+
+_ndarray = np.ndarray
+_py_numbers = (int, float)
+
+_LEAKY_RELU = lower(("a",), (), ("leaky_relu", "a", IMM))
+_ELU = lower(("a",), (), ("elu", "a", IMM))
+_RELU_BWD = lower(("out", "g"), ("zero",), ("where", ("le", "out", "zero"), "zero", "g"))
+_LEAKY_RELU_BWD = lower(("a", "g"), ("zero", "slope"),
+                        ("where", ("gt", "a", "zero"), "g", ("mul", "g", "slope")))
+_ELU_BWD = lower(("a", "out", "g"), ("zero", "alpha"),
+                 ("where", ("le", "a", "zero"), ("mul", "g", ("add", "out", "alpha")), "g"))
+
+
+def run_fixed(p: Program, inputs: list[np.ndarray], consts: list[float],
+              imms: list[float]) -> np.ndarray | None:
+    """``p``'s one output (a new owned array), or None when the inputs are not
+    all one float dtype and shape (the caller then runs numpy)."""
+    a = inputs[0]
+    if type(a) is not _ndarray or a.dtype not in _KERNEL_DTYPES:
+        return None
+    for x in inputs[1:]:
+        if type(x) is not _ndarray or x.dtype != a.dtype or x.shape != a.shape:
+            return None
+    out = empty(a.shape, a.dtype)
+    fused_eval(p.prog, p.nregs, inputs, consts, imms, [out], p.out_regs, a.shape,
+               get_num_threads(), 2048)
+    return out
+
+
+class CpuActivation:
+    def relu(self, a: np.ndarray) -> np.ndarray:
+        # a Python 0 keeps float arrays on binary's fast path (same result and dtype)
+        return binary(np.maximum, a, 0 if a.dtype.kind == "f" else a.dtype.type(0))
+
+    def leaky_relu(self, a: np.ndarray, negative_slope: float) -> np.ndarray:
+        if isinstance(negative_slope, _py_numbers):
+            out = run_fixed(_LEAKY_RELU, [a], [], [negative_slope])
+            if out is not None:
+                return out
+        return own(np_leaky_relu(a, negative_slope))
+
+    def elu(self, a: np.ndarray, alpha: float) -> np.ndarray:
+        if isinstance(alpha, _py_numbers):
+            out = run_fixed(_ELU, [a], [], [alpha])
+            if out is not None:
+                return out
+        return own(np_elu(a, alpha))
+
+    # the backward rules: one fused pass each (bitwise the composed ops' result)
+    def relu_backward(self, out: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        r = run_fixed(_RELU_BWD, [out, grad], [0.0], [])
+        return super().relu_backward(out, grad) if r is None else r  # type: ignore[misc]
+
+    def leaky_relu_backward(self, a: np.ndarray, grad: np.ndarray,
+                            negative_slope: float) -> np.ndarray:
+        r = (run_fixed(_LEAKY_RELU_BWD, [a, grad], [0.0, negative_slope], [])
+             if isinstance(negative_slope, _py_numbers) else None)
+        if r is None:
+            return super().leaky_relu_backward(a, grad, negative_slope)  # type: ignore[misc]
+        return r
+
+    def elu_backward(self, a: np.ndarray, out: np.ndarray, grad: np.ndarray,
+                     alpha: float) -> np.ndarray:
+        r = (run_fixed(_ELU_BWD, [a, out, grad], [0.0, alpha], [])
+             if isinstance(alpha, _py_numbers) else None)
+        if r is None:
+            return super().elu_backward(a, out, grad, alpha)  # type: ignore[misc]
+        return r
+
+    def sigmoid(self, a: np.ndarray) -> np.ndarray:
+        return own(np_sigmoid(a))
+
+    def tanh(self, a: np.ndarray) -> np.ndarray:
+        return unary(np.tanh, a)
+
+    def softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
+        out = empty(a.shape, float_type(a.dtype))
+        if a.size == 0:
+            return out
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out, dtype=out.dtype)
+        np.exp(out, out=out)
+        np.divide(out, np.sum(out, axis=dim, keepdims=True), out=out)
+        return out
+
+    def log_softmax(self, a: np.ndarray, dim: int) -> np.ndarray:
+        out = empty(a.shape, float_type(a.dtype))
+        if a.size == 0:
+            return out
+        np.subtract(a, np.max(a, axis=dim, keepdims=True), out=out, dtype=out.dtype)
+        lse = np.log(np.sum(np.exp(out), axis=dim, keepdims=True))
+        np.subtract(out, lse, out=out)
+        return out

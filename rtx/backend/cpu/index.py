@@ -1,0 +1,77 @@
+"""CPU row gather / scatter-add: the OpenMP kernels of ``rtx/_index.pxi`` over a
+checked ``IndexPlan`` (its private indices, its cached CSR grouping)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
+from ..._kernels import (
+    gather_rows,
+    get_parallel_thresholds,
+    scatter_add_csr,
+    scatter_add_rows,
+)
+from ..._threads import get_num_threads
+from ..index import add_plan, check_add, check_select, select_plan
+from ..index_plan import IndexPlan
+from ._alloc import empty
+
+
+def _index_threads(nbytes: int, kind: str) -> int:
+    """Team size for an index kernel: 1 below its parallel threshold (where the
+    kernel would run serially anyway), so small calls skip get_num_threads()."""
+    if nbytes < get_parallel_thresholds()[kind]:
+        return 1
+    return get_num_threads()
+
+
+class CpuIndex:
+    def index_select(self, x: np.ndarray, indices: Any) -> np.ndarray:
+        if type(indices) is IndexPlan:
+            idx = select_plan(x.shape, indices)._idx
+        else:  # TODO(S1 faces): until every face passes a plan
+            idx = check_select(x.shape, indices)
+        out = empty((idx.shape[0],) + x.shape[1:], x.dtype)
+        if x.dtype not in _KERNEL_DTYPES:
+            np.take(x, idx, axis=0, out=out)
+            return out
+        row = math.prod(x.shape[1:])
+        xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
+        gather_rows(xc, idx, out.reshape(idx.shape[0], row),
+                    _index_threads(out.nbytes, "gather"))
+        return out
+
+    def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
+        if type(indices) is IndexPlan:
+            plan = add_plan(src.shape, indices, num_rows)
+            n = plan.num_rows
+            if src.dtype in _KERNEL_DTYPES and (
+                    plan.is_grouped or not getattr(plan, "_transient", False)):
+                # the plan's cached grouping: same bits as scatter_add_rows (a
+                # transient plan a face made from raw indices, not yet grouped,
+                # takes the group-free path below: no counting sort for one call)
+                ptr, perm = plan._grouping()
+                out = empty((n,) + src.shape[1:], src.dtype)
+                row = math.prod(src.shape[1:])
+                scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+                                ptr, out.reshape(n, row), get_num_threads())
+                return out
+            idx = plan._idx
+        else:  # TODO(S1 faces): until every face passes a plan
+            idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
+        if src.dtype not in _KERNEL_DTYPES:
+            out = empty((n,) + src.shape[1:], src.dtype, zero=True)
+            np.add.at(out, idx, src)
+            return out
+        # Uninitialised: the kernel zero-fills it in parallel, each thread the
+        # rows (or columns) it then reduces into.
+        out = empty((n,) + src.shape[1:], src.dtype)
+        row = math.prod(src.shape[1:])
+        sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
+        scatter_add_rows(sc, idx, out.reshape(n, row),
+                         _index_threads(sc.nbytes + out.nbytes, "scatter"))
+        return out

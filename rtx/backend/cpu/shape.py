@@ -1,0 +1,70 @@
+"""CPU shape ops: views of the same memory where numpy has them (reshape of a
+viewable layout, permute, expand, basic getitem), owned copies otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._alloc import own
+
+_ndarray = np.ndarray
+
+
+def _nocopy_reshape(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``a`` reshaped as a view of the same memory, or None when that needs a copy
+    (PyTorch's ``view`` rule: numpy's no-copy reshape uses the same stride test)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:   # numpy < 2.1: no copy= argument
+        v = a.view()
+        try:
+            v.shape = shape
+        except AttributeError:
+            return None
+        return v
+
+
+class CpuShape:
+    def reshape(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if not a.flags.c_contiguous:
+            v = _nocopy_reshape(a, shape)
+            return v if v is not None else own(a).reshape(shape)
+        return a.reshape(shape)
+
+    def is_contiguous(self, a: np.ndarray) -> bool:
+        return bool(a.flags.c_contiguous)
+
+    def can_view(self, a: np.ndarray, shape: tuple[int, ...]) -> bool:
+        return bool(a.flags.c_contiguous) or _nocopy_reshape(a, shape) is not None
+
+    def permute(self, a: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+        return a.transpose(dims)
+
+    def broadcast_to(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return own(np.broadcast_to(a, shape))
+
+    def expand(self, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        """A view of ``a`` (stride 0 along the broadcast dims), writable when ``a``
+        is: a write through a part of it whose elements do not share memory
+        (``x.expand(3, 4)[0]``) reaches ``a``, as in PyTorch, and ``inplace``
+        refuses one whose elements do."""
+        v = np.broadcast_to(a, shape)
+        if a.flags.writeable:
+            v.flags.writeable = True
+        return v
+
+    def getitem(self, a: np.ndarray, key: Any) -> np.ndarray:
+        r = a[key]
+        if type(r) is not _ndarray:  # numpy scalar from full integer indexing
+            return own(np.asarray(r))
+        return r if r.base is not None and np.shares_memory(r, a) else own(r)
+
+    def concat(self, xs: Any, dim: int = 0) -> np.ndarray:
+        return own(np.concatenate(list(xs), axis=dim))
+
+    def stack(self, xs: Any, dim: int = 0) -> np.ndarray:
+        return own(np.stack(list(xs), axis=dim))
