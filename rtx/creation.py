@@ -9,17 +9,18 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
-from .backend._host import contiguous, plain_ndarray
-from .tensor import (
+from ._dtypes import (
     SUPPORTED_DTYPES,
-    Tensor,
-    _check_dtype,
-    _check_int64,
-    _shape_arg,
-    _to_host,
+    check_dtype,
+    check_int64,
+    contiguous,
     float32,
     int64,
+    plain_ndarray,
+    shape_arg,
+    to_host,
 )
+from .tensor import Tensor
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
@@ -31,7 +32,7 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     (a float of any width wins over integers).  See docs/pytorch-parity.md.
     """
     ad = _backend_state.default_autodiff()
-    a = _to_host(data, dtype)
+    a = to_host(data, dtype)
     B = ad.inner
     t = Tensor._make(B.copy(B.from_numpy(a)), ad)
     if requires_grad:
@@ -70,12 +71,12 @@ def from_numpy(a: np.ndarray) -> Tensor:
 
 def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any) -> Tensor:
     ad = _backend_state.default_autodiff()
-    s = _shape_arg(shape)
+    s = shape_arg(shape)
     if any(d < 0 for d in s):
         raise ValueError(f"negative dimension in shape {s}")
-    dt = _check_dtype(float32 if dtype is None else dtype)
+    dt = check_dtype(float32 if dtype is None else dtype)
     if type(fill) is int:
-        _check_int64(fill)
+        check_int64(fill)
     B = ad.inner
     if fill is None:
         value = B.empty(s, dt)
@@ -155,7 +156,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
         # integers, as in torch.arange(True)), else the default float32
         ints = all(isinstance(v, int) for v in (start, end, step))
         dtype = int64 if ints else float32
-    return tensor(np.arange(start, end, step, dtype=_check_dtype(dtype)),
+    return tensor(np.arange(start, end, step, dtype=check_dtype(dtype)),
                   requires_grad=requires_grad)
 
 
@@ -197,8 +198,8 @@ def _rng(seed: int | None, generator: Generator | None) -> np.random.Generator:
 
 def _random(kind: str, shape: tuple[Any, ...], dtype: Any, requires_grad: bool,
             seed: int | None, generator: Generator | None) -> Tensor:
-    s = _shape_arg(shape)
-    dt = _check_dtype(float32 if dtype is None else dtype)
+    s = shape_arg(shape)
+    dt = check_dtype(float32 if dtype is None else dtype)
     if dt.kind != "f":
         raise TypeError(f"{kind}: dtype must be floating point, got {dt}")
     rng = _rng(seed, generator)

@@ -7,7 +7,8 @@ from typing import Any
 
 from . import _backend_state
 from ._autodiff.ops import OPS
-from .tensor import MaxResult, Tensor, _check_dim, _indices, _matmul, _operand
+from ._dtypes import check_dim
+from .tensor import MaxResult, Tensor, _indices, _matmul, _operand
 
 
 def _t(x: Any) -> Tensor:
@@ -197,7 +198,7 @@ def concat(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     nd = ts[0].ndim
     if nd == 0:
         raise ValueError("concat(): zero-dimensional tensors cannot be concatenated")
-    d = _check_dim(dim, nd)
+    d = check_dim(dim, nd)
     for t in ts:
         if t.ndim != nd or t.shape[:d] + t.shape[d + 1:] != ts[0].shape[:d] + ts[0].shape[d + 1:]:
             raise ValueError(
@@ -213,7 +214,7 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     ts = _same_backend(tensors, "stack")
     if any(t.shape != ts[0].shape for t in ts):
         raise ValueError(f"stack(): shapes differ: {[t.shape for t in ts]}")
-    d = _check_dim(dim, ts[0].ndim + 1)
+    d = check_dim(dim, ts[0].ndim + 1)
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 

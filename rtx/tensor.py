@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import operator
 import threading
 from collections import namedtuple
 from collections.abc import Sequence
@@ -23,39 +22,37 @@ from ._autodiff.grad_mode import is_grad_enabled
 from ._autodiff.graph import Node, OutputEdge
 from ._autodiff.ops import OPS as _OPS
 from ._backend_state import autodiff_of_class
+from ._dtypes import (
+    I64_MAX,
+    I64_MIN,
+    bool_,
+    check_dim,
+    check_dims,
+    check_dtype,
+    check_int64,
+    dtype_name,
+    float32,
+    float64,
+    float_type,
+    int32,
+    int64,
+    kind_rank,
+    plain_ndarray,
+    resolve_shape,
+    result_type,
+    shape_arg,
+    to_host,
+    torch_name,
+)
 from ._kernels import dlpack_export
-from .backend._host import plain_ndarray
 from .backend.index import freeze_indices
 from .backend.index_plan import IndexPlan
 
 if TYPE_CHECKING:
     from ._autodiff.autodiff import Autodiff
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int32 = np.dtype(np.int32)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
-SUPPORTED_DTYPES = (float32, float64, int32, int64, bool_)
-_DTYPE_NAMES = {float32: "float32", float64: "float64", int32: "int32", int64: "int64",
-                bool_: "bool"}
-
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 _scalars = (int, float, bool)
-
-
-def _dtype_name(dt: Any) -> str:
-    return "rtx." + _DTYPE_NAMES.get(np.dtype(dt), str(dt))
-
-
-def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` like PyTorch."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    try:
-        return tuple(operator.index(s) for s in shape)
-    except TypeError:
-        raise TypeError(f"shape must be a sequence of ints, got {shape!r}") from None
 
 
 class Tensor:
@@ -150,7 +147,7 @@ class Tensor:
             )
         if requires_grad and self.dtype.kind != "f":
             raise RuntimeError(
-                f"only floating point tensors can require gradients, got {_dtype_name(self.dtype)}"
+                f"only floating point tensors can require gradients, got {dtype_name(self.dtype)}"
             )
         self._rg = bool(requires_grad)
         return self
@@ -231,7 +228,7 @@ class Tensor:
         )
         extra = ""
         if self.dtype not in (float32, int64, bool_):
-            extra += f", dtype={_dtype_name(self.dtype)}"
+            extra += f", dtype={dtype_name(self.dtype)}"
         if self._node is not None:
             extra += f", grad_fn=<{self._node.name()}Backward>"
         elif self._rg:
@@ -392,19 +389,19 @@ class Tensor:
         return self if self._ad.inner.dtype(self._value).kind == "f" else self.to(float32)
 
     def softmax(self, dim: int = -1) -> Tensor:
-        d = _check_dim(dim, self.ndim)
+        d = check_dim(dim, self.ndim)
         if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor, as in PyTorch
             return self.reshape(1).softmax(0).reshape(())
         return self._ad.apply(_OPS["softmax"], self._floating(), dim=d)
 
     def log_softmax(self, dim: int = -1) -> Tensor:
-        d = _check_dim(dim, self.ndim)
+        d = check_dim(dim, self.ndim)
         if self.ndim == 0:
             return self.reshape(1).log_softmax(0).reshape(())
         return self._ad.apply(_OPS["log_softmax"], self._floating(), dim=d)
 
     def to(self, dtype: Any) -> Tensor:
-        dt = _check_dtype(dtype)
+        dt = check_dtype(dtype)
         if dt == self.dtype:
             return self
         if self._rg and dt.kind != "f":
@@ -440,12 +437,12 @@ class Tensor:
 
     # ---------------------------------------------------------- reductions
     def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["sum"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim)
+        return self._ad.apply(_OPS["sum"], self, dim=check_dims(dim, self.ndim), keepdim=keepdim)
 
     def _reduce_checked(self, name: str, dim: Any, keepdim: bool) -> Tensor:
         """amax / amin: an empty reduced dim has no extremum (ValueError; PyTorch
         raises IndexError)."""
-        d = _check_dims(dim, self.ndim)
+        d = check_dims(dim, self.ndim)
         shape = self.shape
         dims = range(len(shape)) if d is None else (d,) if isinstance(d, builtins.int) else d
         if any(shape[i] == 0 for i in dims) or (d is None and self.numel() == 0):
@@ -456,9 +453,9 @@ class Tensor:
 
     def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         if self.dtype.kind != "f":
-            raise TypeError(f"mean() needs a floating point tensor, got {_dtype_name(self.dtype)}")
+            raise TypeError(f"mean() needs a floating point tensor, got {dtype_name(self.dtype)}")
         return self._ad.apply(
-            _OPS["mean"], self, dim=_check_dims(dim, self.ndim), keepdim=keepdim
+            _OPS["mean"], self, dim=check_dims(dim, self.ndim), keepdim=keepdim
         )
 
     def _extremum(self, name: str, dim: Any, keepdim: bool) -> Any:
@@ -466,7 +463,7 @@ class Tensor:
             if self.numel() == 0:
                 raise ValueError(f"{name}(): cannot reduce an empty tensor")
             return self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
-        d = _check_dim(dim, self.ndim)
+        d = check_dim(dim, self.ndim)
         if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor: itself, at index 0 (PyTorch)
             values = self._ad.apply(_OPS[name], self, dim=None, keepdim=False)
             return MaxResult(values, Tensor._make(self._ad.inner.zeros((), int64), self._ad))
@@ -501,7 +498,7 @@ class Tensor:
         return self._reduce_checked("min", dim, keepdim)
 
     def argmax(self, dim: builtins.int | None = None, keepdim: bool = False) -> Tensor:
-        d = None if dim is None else _check_dim(dim, self.ndim)
+        d = None if dim is None else check_dim(dim, self.ndim)
         if d is not None and self.ndim == 0:
             d = None  # dim 0 / -1 of a 0-d tensor: index 0 (PyTorch)
         if self.numel() == 0 and (d is None or self.shape[d] == 0):
@@ -510,7 +507,7 @@ class Tensor:
 
     # --------------------------------------------------------------- shape
     def reshape(self, *shape: Any) -> Tensor:
-        return self._ad.apply(_OPS["reshape"], self, shape=_resolve_shape(_shape_arg(shape),
+        return self._ad.apply(_OPS["reshape"], self, shape=resolve_shape(shape_arg(shape),
                                                                           self.numel()))
 
     def view(self, *shape: Any) -> Tensor:
@@ -519,7 +516,7 @@ class Tensor:
         Raises ``ValueError`` (PyTorch: ``RuntimeError``) when the strides do not
         allow it, e.g. merging the dims of a transposed tensor; ``reshape`` copies then.
         """
-        new = _resolve_shape(_shape_arg(shape), self.numel())
+        new = resolve_shape(shape_arg(shape), self.numel())
         if not self._ad.inner.can_view(self._value, new):
             raise ValueError(
                 f"view size {new} is not compatible with the input tensor's size {self.shape} "
@@ -532,21 +529,21 @@ class Tensor:
 
     def unsqueeze(self, dim: builtins.int) -> Tensor:
         s = list(self.shape)
-        s.insert(_check_dim(dim, len(s) + 1), 1)
+        s.insert(check_dim(dim, len(s) + 1), 1)
         return self.reshape(tuple(s))
 
     def squeeze(self, dim: builtins.int | None = None) -> Tensor:
         s = self.shape
         if dim is None:
             return self.reshape(tuple(x for x in s if x != 1))
-        d = _check_dim(dim, len(s))
+        d = check_dim(dim, len(s))
         return self.reshape(s[:d] + s[d + 1:]) if s[d] == 1 else self
 
     def permute(self, *dims: Any) -> Tensor:
-        d = _shape_arg(dims)
+        d = shape_arg(dims)
         nd = self.ndim
         # each dim checked (IndexError when out of range), never wrapped modulo nd
-        d = tuple(_check_dim(x, nd) for x in d) if nd else d
+        d = tuple(check_dim(x, nd) for x in d) if nd else d
         if sorted(d) != list(range(nd)):
             raise ValueError(f"permute(): {d} is not a permutation of {nd} dims")
         return self._ad.apply(_OPS["permute"], self, dims=d)
@@ -554,7 +551,7 @@ class Tensor:
     def transpose(self, dim0: builtins.int, dim1: builtins.int) -> Tensor:
         nd = self.ndim
         perm = list(range(nd))
-        a, b = _check_dim(dim0, nd), _check_dim(dim1, nd)
+        a, b = check_dim(dim0, nd), check_dim(dim1, nd)
         if nd:  # a 0-d tensor accepts dim 0 / -1 (like PyTorch) and has nothing to swap
             perm[a], perm[b] = perm[b], perm[a]
         return self._ad.apply(_OPS["permute"], self, dims=tuple(perm))
@@ -564,7 +561,7 @@ class Tensor:
         return self._ad.apply(_OPS["permute"], self, dims=tuple(reversed(range(self.ndim))))
 
     def expand(self, *shape: Any) -> Tensor:
-        s = _shape_arg(shape)
+        s = shape_arg(shape)
         own = self.shape
         lead = len(s) - len(own)
         if lead < 0:
@@ -579,7 +576,7 @@ class Tensor:
         return self.broadcast_to(s)
 
     def broadcast_to(self, shape: tuple[builtins.int, ...]) -> Tensor:
-        shape = _shape_arg((shape,))
+        shape = shape_arg((shape,))
         np.broadcast_shapes(self.shape, shape)  # raises ValueError when incompatible
         return self._ad.apply(_OPS["broadcast_to"], self, shape=shape)
 
@@ -748,56 +745,6 @@ def _rebuild(data: np.ndarray, backend_cls: Any, requires_grad: bool, grad: Any)
     return t
 
 
-def _check_dtype(dtype: Any) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except Exception:  # numpy's parser raises TypeError, but also SyntaxError ("f4,(") and more
-        raise TypeError(f"unsupported dtype {dtype!r}") from None
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"unsupported dtype {dt}; rtx tensors are float32, float64, int32, int64 or bool"
-        )
-    return dt
-
-
-def _check_dim(dim: Any, ndim: int) -> int:
-    try:
-        d = operator.index(dim)
-    except TypeError:
-        raise TypeError(f"dim must be an int, got {type(dim).__name__}") from None
-    n = max(ndim, 1)
-    if not -n <= d < n:
-        raise IndexError(f"dim {d} is out of range for a tensor of {ndim} dims")
-    return d % n
-
-
-def _check_dims(dim: Any, ndim: int) -> Any:
-    if dim is None:
-        return None
-    ds: Any
-    if isinstance(dim, (tuple, list)):
-        ds = tuple(_check_dim(d, ndim) for d in dim)
-        if len(set(ds)) != len(ds):
-            raise ValueError(f"dim {tuple(dim)} names a dimension twice")
-    else:
-        ds = _check_dim(dim, ndim)
-    # dim 0 / -1 (or (0,)) of a 0-d tensor reduces over nothing: all of it (PyTorch)
-    return None if ndim == 0 else ds
-
-
-def _resolve_shape(shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
-    if shape.count(-1) > 1:
-        raise ValueError("reshape: only one dimension can be -1")
-    if -1 in shape:
-        rest = math.prod(s for s in shape if s != -1)
-        if rest == 0 or numel % rest:
-            raise ValueError(f"reshape: cannot infer -1 in {shape} for {numel} elements")
-        shape = tuple(numel // rest if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or math.prod(shape) != numel:
-        raise ValueError(f"reshape: shape {shape} is invalid for a tensor of {numel} elements")
-    return shape
-
-
 def _host_key_part(k: Any) -> Any:
     if isinstance(k, Tensor):
         return k.numpy()
@@ -856,172 +803,10 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     return a._ad.apply(_OPS["matmul"], a, b)
 
 
-def _to_host(data: Any, dtype: Any = None) -> np.ndarray:
-    """``data`` as a numpy array of a supported dtype (PyTorch's inference rules)."""
-    if isinstance(data, Tensor):
-        a = data.numpy()
-    elif isinstance(data, np.ndarray):
-        a = plain_ndarray(data, "rtx.tensor")
-    else:
-        try:
-            a = np.asarray(data)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"cannot build a tensor from {type(data).__name__}: {exc}") from None
-        kind = a.dtype.kind
-        # PyTorch's dtype (None: let numpy's inference decide, as for a bare Python number)
-        want = _infer_dtype(data) if dtype is None and kind in "biufO" else None
-        if want is not None and want.kind == "f":
-            pass  # Python ints of any size become floats here (as in PyTorch)
-        elif kind == "u" or (kind == "O" and (_all_ints(a) or want is not None)):
-            _check_int64_range(a)  # Python ints beyond int64 never wrap
-        elif (kind == "f" and a.size and a.dtype.itemsize >= 4
-              and not np.nanmax(np.abs(a)) < 2.0**63):
-            # numpy turns [1, 2**63] into float64: find such ints among the values
-            _check_int64_range(np.asarray(data, dtype=object))
-        if dtype is None:
-            if want is not None:
-                if kind == "O":
-                    if not _all_numbers(a):
-                        raise TypeError(
-                            f"cannot build a tensor from data of type {type(data).__name__} "
-                            f"(numpy inferred {a.dtype})"
-                        )
-                    a = np.asarray(a.tolist(), dtype=want)
-                elif a.dtype != want:
-                    a = a.astype(want)
-            elif kind == "f" or (kind == "O" and _all_numbers(a)):
-                a = a.astype(float32) if kind == "f" else np.asarray(a.tolist(), dtype=float32)
-            elif kind in "iu":
-                a = a.astype(int64)
-            elif kind == "b":
-                pass
-            else:
-                raise TypeError(
-                    f"cannot build a tensor from data of type {type(data).__name__} "
-                    f"(numpy inferred {a.dtype})"
-                )
-    if dtype is not None:
-        dt = _check_dtype(dtype)
-        if a.dtype.kind not in "biuf":
-            raise TypeError(f"cannot convert data of dtype {a.dtype} to {dt}")
-        return a.astype(dt)
-    if a.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(
-            f"unsupported dtype {a.dtype}; rtx tensors are float32, float64, int32, int64 or "
-            "bool (pass dtype= to convert)"
-        )
-    return a
-
-
-# PyTorch's inference (torch.tensor): each leaf has a dtype -- a Python bool
-# bool, int int64, float the default float32; a numpy scalar, a numpy array or
-# an rtx tensor inside a sequence its own dtype -- and the result promotes them
-# with torch.promote_types: floats win over integers whatever their width
-# (int64 with float32 is float32, unlike numpy), the wider float or integer
-# wins within a kind, bool loses to everything.  Dtypes rtx lacks are widened
-# within their kind: float16 -> float32, other integers -> int64.
-_PY_LEAVES = {bool: bool_, int: int64, float: float32}
-
-
-def _leaf_dtypes(data: Any) -> set[np.dtype] | None:
-    """The dtypes of the leaves of a (nested) list / tuple, or None when a leaf is
-    of a kind this walk does not know (numpy's own inference then decides)."""
-    found: set[np.dtype] = set()
-    seen: set[int] = set()
-    stack = [data]
-    while stack:
-        seq = stack.pop()
-        if id(seq) in seen:   # a repeated (or self-containing) sub-list
-            continue
-        seen.add(id(seq))
-        for t in set(map(type, seq)):
-            py = _PY_LEAVES.get(t)
-            if py is not None:
-                found.add(py)
-            elif t is list or t is tuple:
-                stack.extend(v for v in seq if type(v) is t)
-            elif issubclass(t, np.generic):
-                found.add(np.dtype(t))
-            elif issubclass(t, (np.ndarray, Tensor)):
-                found.update(v.dtype for v in seq if type(v) is t)
-            else:
-                return None
-    return found
-
-
-def _widen(dt: np.dtype) -> np.dtype | None:
-    """``dt`` if rtx has it, else the rtx dtype of its kind that holds it (None
-    for kinds rtx has no dtype of: complex, strings, ...)."""
-    if dt in SUPPORTED_DTYPES:
-        return dt
-    if dt.kind == "f" and dt.itemsize <= 8:
-        return float32 if dt.itemsize < 4 else float64
-    if dt.kind in "iu":
-        return int64
-    return None
-
-
-def _infer_dtype(data: Any) -> np.dtype | None:
-    """The dtype PyTorch gives ``torch.tensor(data)`` for a numpy scalar or a
-    (nested) list / tuple, widened to an rtx dtype; None: not such data, or a
-    kind rtx has no dtype of."""
-    if isinstance(data, np.generic):
-        return _widen(data.dtype)
-    if type(data) is not list and type(data) is not tuple:
-        return None
-    leaves = _leaf_dtypes(data)
-    if not leaves:
-        return None                     # empty, or unknown leaves: numpy decides
-    floats = [d for d in leaves if d.kind == "f"]
-    if floats:
-        return _widen(max(floats, key=lambda d: d.itemsize))
-    ints = [d for d in leaves if d.kind in "iu"]
-    if ints:
-        if len(ints) == 1:
-            return _widen(ints[0])
-        try:
-            r = np.result_type(*ints)   # integer widening (uint8 + int8 -> int16)
-        except TypeError:
-            return None
-        return _widen(r) if r.kind in "iu" else int64   # uint64 + int: int64, range-checked
-    if all(d.kind == "b" for d in leaves):
-        return bool_
-    return None
-
-
-def _all_ints(a: np.ndarray) -> bool:
-    return all(type(v) is int for v in a.reshape(-1).tolist())
-
-
-def _check_int64_range(a: np.ndarray) -> None:
-    """Python ints that numpy kept as uint64 or objects: OverflowError past int64."""
-    for v in a.reshape(-1).tolist():
-        if type(v) is int and not -(2**63) <= v < 2**63:
-            raise OverflowError(
-                f"Python int {v} does not fit in int64 (rtx, like PyTorch, does not wrap "
-                "integers; pass floats, e.g. float(v), for a float tensor)"
-            )
-
-
-def _all_numbers(a: np.ndarray) -> bool:
-    return all(isinstance(v, (int, float)) or (isinstance(v, np.generic)
-                                                and v.dtype.kind in "biuf")
-               for v in a.reshape(-1).tolist())
-
-
 def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
-    a = _to_host(data, dtype)
+    a = to_host(data, dtype)
     B = ad.inner
     return Tensor._make(B.copy(B.from_numpy(a)), ad)
-
-
-def _check_int64(x: int) -> int:
-    if not _I64_MIN <= x <= _I64_MAX:
-        raise OverflowError(
-            f"Python int {x} does not fit in int64 (rtx, like PyTorch, keeps integer "
-            "scalars in 64 bits and never wraps them)"
-        )
-    return x
 
 
 def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
@@ -1036,42 +821,33 @@ def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
             # float32, as in PyTorch)
             if x.dtype.kind in "biuf":
                 v = x.item()
-                if type(v) is int and not _I64_MIN <= v <= _I64_MAX:
-                    _check_int64(v)
+                if type(v) is int and not I64_MIN <= v <= I64_MAX:
+                    check_int64(v)
                 return v
         elif isinstance(x, _scalars):
-            if type(x) is int and not _I64_MIN <= x <= _I64_MAX:
-                _check_int64(x)
+            if type(x) is int and not I64_MIN <= x <= I64_MAX:
+                check_int64(x)
             return x
     if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
         return _as_tensor(x, ad)
     raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")
 
 
-_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _ARITH = frozenset(("add", "sub", "mul", "div", "pow"))
-_KIND_RANK = {"b": 0, "i": 1, "u": 1, "f": 2}
-_TORCH_NAMES = {float32: "Float", float64: "Double", int32: "Int", int64: "Long", bool_: "Bool"}
 _vc_lock = threading.Lock()
 
 
 def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
-    """PyTorch's rule for in-place arithmetic: the result type may not be of a
-    higher kind (bool < integer < float) than the tensor written into."""
-    if isinstance(o, Tensor):  # a higher-kind operand's dtype wins (PyTorch's promotion)
-        res = o.dtype if _KIND_RANK[o.dtype.kind] > _KIND_RANK[dst.kind] else dst
-    elif isinstance(o, builtins.bool):
-        res = dst
-    elif isinstance(o, builtins.int):
-        res = dst if dst.kind != "b" else int64
-    else:  # a Python float
-        res = dst if dst.kind == "f" else float32
-    if name == "div" and res.kind != "f":
-        res = float32
-    if _KIND_RANK[res.kind] > _KIND_RANK[dst.kind]:
+    """PyTorch's rule for in-place arithmetic: the result type (``result_type``)
+    may not be of a higher kind (bool < integer < float) than the tensor written
+    into."""
+    res = result_type(dst, o)
+    if name == "div":
+        res = float_type(res)
+    if kind_rank(res) > kind_rank(dst):
         raise RuntimeError(
-            f"{name}_(): result type {_TORCH_NAMES.get(res, str(res))} can't be cast to the "
-            f"desired output type {_TORCH_NAMES.get(dst, str(dst))}"
+            f"{name}_(): result type {torch_name(res)} can't be cast to the "
+            f"desired output type {torch_name(dst)}"
         )
 
 

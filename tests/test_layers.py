@@ -74,10 +74,16 @@ def test_op_rule_families_import_only_their_base():
             assert target == "rtx._autodiff.ops.base", f"{p.name}:{line} imports {target}"
 
 
+def test_dtypes_imports_no_rtx_module():
+    """rtx._dtypes is the bottom layer: dtypes, promotion and host conversion for all."""
+    assert _imports(PKG / "_dtypes.py") == []
+
+
 def test_backends_import_nothing_above_them():
     for p in sorted((PKG / "backend").rglob("*.py")):
         for _, line, target in _imports(p):
-            assert target.startswith(("rtx.backend", "rtx._kernels", "rtx._threads")), \
+            assert target.startswith(("rtx.backend", "rtx._kernels", "rtx._threads",
+                                      "rtx._dtypes")), \
                 f"{p.relative_to(ROOT)}:{line} imports {target}"
 
 

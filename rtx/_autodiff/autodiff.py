@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _dtypes
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op
@@ -42,6 +43,7 @@ def register_tensor_type(cls: Any) -> None:
     and creates (the engine never imports it: it sits below ``Tensor``)."""
     global _tensor_type
     _tensor_type = cls
+    _dtypes.register_tensor_type(cls)  # host conversion reads tensors too
 
 
 class Autodiff:

@@ -12,8 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._dtypes import check_dtype, dtype_name
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _check_dtype, _dtype_name
+from ..tensor import Tensor
 from .parameter import Parameter
 
 
@@ -298,10 +299,10 @@ class Module:
         dtype), in place: the Parameter objects stay the same objects (create
         the optimiser after this, as in PyTorch, or re-create it: its state is
         not converted)."""
-        dt = _check_dtype(dtype)
+        dt = check_dtype(dtype)
         if dt.kind != "f":
             raise TypeError(
-                f"Module.to() only accepts floating point dtypes, got {_dtype_name(dt)}"
+                f"Module.to() only accepts floating point dtypes, got {dtype_name(dt)}"
             )
         for m in self.modules():
             for p in m._parameters.values():
