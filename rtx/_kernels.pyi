@@ -121,6 +121,12 @@ def segment_max_csr(
 def segment_max_backward_csr(
     grad: _Real, argmax: _I64, perm: _I64, ptr: _I64, out: _Real, num_threads: int
 ) -> None: ...
+def segment_min_csr(
+    src: _Real, perm: _I64, ptr: _I64, out: _Real, argmin: _I64, num_threads: int
+) -> None: ...
+def segment_min_backward_csr(
+    grad: _Real, argmin: _I64, perm: _I64, ptr: _I64, out: _Real, num_threads: int
+) -> None: ...
 
 # -------------------------------------------------------------- _message.pxi
 def message_csr(

@@ -164,10 +164,41 @@ cdef void _max_rows(const real* sp, const int64_t* perm, const int64_t* ptr, Py_
                     arow[j] = e
 
 
-cdef void _max_bwd_rows(const real* gp, const int64_t* ap, const int64_t* perm,
+cdef void _min_rows(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
+                    real* op, int64_t* ap, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """``_max_rows`` for the min: the position of its FIRST occurrence (NaN wins
+    and propagates).  Empty segments: 0 and -1."""
+    cdef Py_ssize_t r, k, j
+    cdef int64_t e
+    cdef real v
+    cdef real* row
+    cdef int64_t* arow
+    for r in range(r0, r1):
+        row = op + r * F
+        arow = ap + r * F
+        if ptr[r] == ptr[r + 1]:
+            for j in range(F):
+                row[j] = 0
+                arow[j] = -1
+            continue
+        e = perm[ptr[r]]
+        for j in range(F):
+            row[j] = sp[e * F + j]
+            arow[j] = e
+        for k in range(ptr[r] + 1, ptr[r + 1]):
+            e = perm[k]
+            for j in range(F):
+                v = sp[e * F + j]
+                if (v < row[j] or v != v) and row[j] == row[j]:
+                    row[j] = v
+                    arow[j] = e
+
+
+cdef void _arg_bwd_rows(const real* gp, const int64_t* ap, const int64_t* perm,
                         const int64_t* ptr, Py_ssize_t F, real* op,
                         Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
-    """grad_in = 0 except grad_in[argmax[r, j], j] = g[r, j] (segment r's rows only)."""
+    """grad_in = 0 except grad_in[arg[r, j], j] = g[r, j] (segment r's rows only):
+    the backward of segment max and min (``arg``: their argmax / argmin)."""
     cdef Py_ssize_t r, k, j
     cdef int64_t a
     for r in range(r0, r1):
@@ -185,7 +216,8 @@ cdef enum:
     SEG_MEAN = 2
     SEG_MEAN_BWD = 3
     SEG_MAX = 4
-    SEG_MAX_BWD = 5
+    SEG_MIN = 5
+    SEG_ARG_BWD = 6     # max and min backward
 
 
 cdef void _segment_run(int kind, const real* a, const real* b, const int64_t* perm,
@@ -201,8 +233,10 @@ cdef void _segment_run(int kind, const real* a, const real* b, const int64_t* pe
         _mean_bwd_rows(a, perm, ptr, F, op, r0, r1)
     elif kind == SEG_MAX:
         _max_rows(a, perm, ptr, F, op, ap, r0, r1)
+    elif kind == SEG_MIN:
+        _min_rows(a, perm, ptr, F, op, ap, r0, r1)
     else:
-        _max_bwd_rows(a, ap, perm, ptr, F, op, r0, r1)
+        _arg_bwd_rows(a, ap, perm, ptr, F, op, r0, r1)
 
 
 cdef int _segment_parallel(int kind, const real* a, const real* b, const int64_t* perm,
@@ -350,19 +384,19 @@ def segment_mean_backward_csr(const real[:, ::1] grad, const int64_t[::1] perm,
         raise MemoryError("segment_mean_backward_csr: out of memory")
 
 
-def segment_max_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
-                    real[:, ::1] out, int64_t[:, ::1] argmax, int num_threads):
-    """out[r, j] = max of src[:, j] over segment r (0 when empty); ``argmax``
-    the position of its first occurrence (-1 when empty)."""
+cdef _extreme_csr(int kind, str op, const real[:, ::1] src, const int64_t[::1] perm,
+                  const int64_t[::1] ptr, real[:, ::1] out, int64_t[:, ::1] arg,
+                  int num_threads):
+    """segment max / min (``kind``): the values and their first positions."""
     cdef Py_ssize_t E = src.shape[0]
     cdef Py_ssize_t F = src.shape[1]
     cdef Py_ssize_t N = out.shape[0]
     cdef const real* sp = NULL
     cdef int T, rc
-    if (out.shape[1] != F or argmax.shape[0] != N or argmax.shape[1] != F
+    if (out.shape[1] != F or arg.shape[0] != N or arg.shape[1] != F
             or ptr.shape[0] != N + 1):
-        raise ValueError("segment_max_csr: shapes do not match")
-    _check_grouping(perm, ptr, E, N, "segment_max_csr")
+        raise ValueError(f"{op}: shapes do not match")
+    _check_grouping(perm, ptr, E, N, op)
     _reset_seen()
     if N == 0 or F == 0:
         return
@@ -370,10 +404,43 @@ def segment_max_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64
         sp = &src[0, 0]
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
     with nogil:
-        rc = _segment_parallel(SEG_MAX, sp, NULL, &perm[0] if E > 0 else NULL, &ptr[0], N, F,
-                               &out[0, 0], &argmax[0, 0], T)
+        rc = _segment_parallel(kind, sp, NULL, &perm[0] if E > 0 else NULL, &ptr[0], N, F,
+                               &out[0, 0], &arg[0, 0], T)
     if rc != 0:
-        raise MemoryError("segment_max_csr: out of memory")
+        raise MemoryError(f"{op}: out of memory")
+
+
+cdef _arg_backward_csr(str op, str argname, const real[:, ::1] grad,
+                       const int64_t[:, ::1] arg, const int64_t[::1] perm,
+                       const int64_t[::1] ptr, real[:, ::1] out, int num_threads):
+    """The backward of segment max / min: ``grad`` to the ``arg`` positions."""
+    cdef Py_ssize_t N = grad.shape[0]
+    cdef Py_ssize_t F = grad.shape[1]
+    cdef Py_ssize_t E = out.shape[0]
+    cdef int T, rc
+    if (out.shape[1] != F or arg.shape[0] != N or arg.shape[1] != F
+            or ptr.shape[0] != N + 1):
+        raise ValueError(f"{op}: shapes do not match")
+    _check_grouping(perm, ptr, E, N, op)
+    if _first_outside(arg, -1, E) >= 0:
+        raise IndexError(f"{op}: {argname} holds a position outside [-1, E)")
+    _reset_seen()
+    if E == 0 or F == 0:
+        return
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _segment_parallel(SEG_ARG_BWD, &grad[0, 0], NULL, &perm[0], &ptr[0], N, F,
+                               &out[0, 0], <int64_t*>&arg[0, 0], T)
+    if rc != 0:
+        raise MemoryError(f"{op}: out of memory")
+
+
+def segment_max_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
+                    real[:, ::1] out, int64_t[:, ::1] argmax, int num_threads):
+    """out[r, j] = max of src[:, j] over segment r (0 when empty); ``argmax``
+    the position of its first occurrence (-1 when empty).  NaN propagates (the
+    first NaN wins)."""
+    _extreme_csr(SEG_MAX, "segment_max_csr", src, perm, ptr, out, argmax, num_threads)
 
 
 def segment_max_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argmax,
@@ -381,25 +448,25 @@ def segment_max_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argm
                              real[:, ::1] out, int num_threads):
     """out = 0 except out[argmax[r, j], j] = grad[r, j]; ``argmax`` from
     ``segment_max_csr`` with the same grouping."""
-    cdef Py_ssize_t N = grad.shape[0]
-    cdef Py_ssize_t F = grad.shape[1]
-    cdef Py_ssize_t E = out.shape[0]
-    cdef int T, rc
-    if (out.shape[1] != F or argmax.shape[0] != N or argmax.shape[1] != F
-            or ptr.shape[0] != N + 1):
-        raise ValueError("segment_max_backward_csr: shapes do not match")
-    _check_grouping(perm, ptr, E, N, "segment_max_backward_csr")
-    if _first_outside(argmax, -1, E) >= 0:
-        raise IndexError("segment_max_backward_csr: argmax holds a position outside [-1, E)")
-    _reset_seen()
-    if E == 0 or F == 0:
-        return
-    T = _segment_threads(num_threads, E, N, F, sizeof(real))
-    with nogil:
-        rc = _segment_parallel(SEG_MAX_BWD, &grad[0, 0], NULL, &perm[0], &ptr[0], N, F,
-                               &out[0, 0], <int64_t*>&argmax[0, 0], T)
-    if rc != 0:
-        raise MemoryError("segment_max_backward_csr: out of memory")
+    _arg_backward_csr("segment_max_backward_csr", "argmax", grad, argmax, perm, ptr, out,
+                      num_threads)
+
+
+def segment_min_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64_t[::1] ptr,
+                    real[:, ::1] out, int64_t[:, ::1] argmin, int num_threads):
+    """out[r, j] = min of src[:, j] over segment r (0 when empty); ``argmin``
+    the position of its first occurrence (-1 when empty).  NaN propagates (the
+    first NaN wins)."""
+    _extreme_csr(SEG_MIN, "segment_min_csr", src, perm, ptr, out, argmin, num_threads)
+
+
+def segment_min_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argmin,
+                             const int64_t[::1] perm, const int64_t[::1] ptr,
+                             real[:, ::1] out, int num_threads):
+    """out = 0 except out[argmin[r, j], j] = grad[r, j]; ``argmin`` from
+    ``segment_min_csr`` with the same grouping."""
+    _arg_backward_csr("segment_min_backward_csr", "argmin", grad, argmin, perm, ptr, out,
+                      num_threads)
 
 
 # ------------------------------------------------- segment softmax by entry order

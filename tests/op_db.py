@@ -264,6 +264,11 @@ OPS: list[OpInfo] = [
     OpInfo("segment_max_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_max_backward(
                f(X4), B.segment_max(f(X), IDX, 4)[1], IDX, 3)),
+    OpInfo("segment_min", "segment",
+           backend_call=lambda B, f: B.segment_min(f(X), IDX, 4)[0]),
+    OpInfo("segment_min_backward", "segment", differentiable=False,
+           backend_call=lambda B, f: B.segment_min_backward(
+               f(X4), B.segment_min(f(X), IDX, 4)[1], IDX, 3)),
     # ---------------------------------------------------------------- message
     OpInfo("message_passing", "message",
            backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),

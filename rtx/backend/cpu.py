@@ -29,6 +29,8 @@ from .._kernels import (
     segment_max_csr,
     segment_mean_backward_csr,
     segment_mean_csr,
+    segment_min_backward_csr,
+    segment_min_csr,
     segment_softmax_backward_csr,
     segment_softmax_backward_entries,
     segment_softmax_csr,
@@ -573,24 +575,41 @@ class CpuBackend(Backend):
                                            get_num_threads())
         return out
 
-    def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
-        plan = check_segment(src.shape, src.dtype, index, num_segments, "segment_max")
+    def _segment_extreme(self, kernel: Any, op: str, src: np.ndarray, index: Any,
+                         num_segments: int) -> tuple[Any, Any]:
+        plan = check_segment(src.shape, src.dtype, index, num_segments, op)
         ptr, perm = plan._grouping()
         n = plan.num_rows
         out = empty((n,) + src.shape[1:], src.dtype)
         arg = empty((n,) + src.shape[1:], np.int64)
-        segment_max_csr(self._rows2d(src), perm, ptr, self._rows2d(out),
-                                 self._rows2d(arg), get_num_threads())
+        kernel(self._rows2d(src), perm, ptr, self._rows2d(out), self._rows2d(arg),
+               get_num_threads())
         return out, arg
+
+    def _segment_arg_backward(self, kernel: Any, op: str, grad: np.ndarray, arg: np.ndarray,
+                              index: Any, num_entries: int) -> np.ndarray:
+        plan = as_plan_checked(index, grad.shape[0], grad, op)
+        ptr, perm = plan._grouping()
+        out = empty((num_entries,) + grad.shape[1:], grad.dtype)
+        kernel(self._rows2d(grad), self._rows2d(arg), perm, ptr, self._rows2d(out),
+               get_num_threads())
+        return out
+
+    def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
+        return self._segment_extreme(segment_max_csr, "segment_max", src, index, num_segments)
 
     def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
                              num_entries: int) -> np.ndarray:
-        plan = as_plan_checked(index, grad.shape[0], grad, "segment_max_backward")
-        ptr, perm = plan._grouping()
-        out = empty((num_entries,) + grad.shape[1:], grad.dtype)
-        segment_max_backward_csr(self._rows2d(grad), self._rows2d(argmax), perm, ptr,
-                                          self._rows2d(out), get_num_threads())
-        return out
+        return self._segment_arg_backward(segment_max_backward_csr, "segment_max_backward",
+                                          grad, argmax, index, num_entries)
+
+    def segment_min(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
+        return self._segment_extreme(segment_min_csr, "segment_min", src, index, num_segments)
+
+    def segment_min_backward(self, grad: np.ndarray, argmin: np.ndarray, index: Any,
+                             num_entries: int) -> np.ndarray:
+        return self._segment_arg_backward(segment_min_backward_csr, "segment_min_backward",
+                                          grad, argmin, index, num_entries)
 
     # -------------------------------------------------------------- message
     def message_passing(self, x: np.ndarray, edge_index: Any, num_nodes: int,

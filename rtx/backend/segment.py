@@ -1,6 +1,7 @@
-"""Segment ops over an index (``num_segments`` explicit): mean, max, softmax.
+"""Segment ops over an index (``num_segments`` explicit): mean, max, min, softmax.
 
-``segment_sum`` is ``index_add`` (no second kernel).  The index is a 1-D
+``segment_sum`` is ``index_add`` (no second kernel); ``segment_min`` mirrors
+``segment_max``.  The index is a 1-D
 int32/int64 array or an ``IndexPlan`` (checked once, CSR grouping cached);
 ``len(index)`` must equal the data's first dimension and every index must be
 in ``[0, num_segments)``.  Empty segments give 0 (mean, max), as
@@ -73,12 +74,15 @@ def np_segment_mean_backward(g: np.ndarray, idx: np.ndarray, n: int) -> np.ndarr
     return (g / np.maximum(cnt, 1))[idx].astype(g.dtype, copy=False)
 
 
-def np_segment_max(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _np_segment_extreme(s: np.ndarray, idx: np.ndarray, n: int, ufunc: Any,
+                        init: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment and column: ``ufunc`` (np.maximum / np.minimum) reduced, and
+    the FIRST position holding it (NaN propagates); empty segments 0 and -1."""
     E = s.shape[0]
     s2 = s.reshape(E, int(np.prod(s.shape[1:])))
     F = s2.shape[1]
-    m = np.full((n, F), -np.inf, dtype=s.dtype)
-    np.maximum.at(m, idx, s2)  # NaN propagates
+    m = np.full((n, F), init, dtype=s.dtype)
+    ufunc.at(m, idx, s2)  # NaN propagates
     mi = m[idx]
     hit = (s2 == mi) | (np.isnan(s2) & np.isnan(mi))
     arg = np.full((n, F), E, dtype=np.int64)
@@ -89,7 +93,16 @@ def np_segment_max(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, 
     return m.reshape((n,) + s.shape[1:]), arg.reshape((n,) + s.shape[1:])
 
 
-def np_segment_max_backward(g: np.ndarray, arg: np.ndarray, E: int) -> np.ndarray:
+def np_segment_max(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return _np_segment_extreme(s, idx, n, np.maximum, -np.inf)
+
+
+def np_segment_min(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    return _np_segment_extreme(s, idx, n, np.minimum, np.inf)
+
+
+def np_segment_arg_backward(g: np.ndarray, arg: np.ndarray, E: int) -> np.ndarray:
+    """The backward of segment max / min: ``g`` to the ``arg`` positions, 0 elsewhere."""
     n = g.shape[0]
     g2 = g.reshape(n, int(np.prod(g.shape[1:])))
     a2 = arg.reshape(g2.shape)
@@ -105,7 +118,7 @@ class SegmentOps(HostRoundTrip):
     FAMILY = "segment"  # the op names below: what a decorator backend forwards as a family
     OPS: tuple[str, ...] = (
         "segment_mean", "segment_mean_backward", "segment_max", "segment_max_backward",
-        "segment_softmax", "segment_softmax_backward",
+        "segment_min", "segment_min_backward", "segment_softmax", "segment_softmax_backward",
     )
 
     def segment_softmax(self, scores: Any, index: Any, num_segments: int) -> Any:
@@ -140,4 +153,16 @@ class SegmentOps(HostRoundTrip):
 
     def segment_max_backward(self, grad: Any, argmax: Any, index: Any, num_entries: int) -> Any:
         """``grad`` to the argmax entries; ``index`` the grouping ``segment_max`` used."""
-        return self._host(lambda g, a: np_segment_max_backward(g, a, num_entries), grad, argmax)
+        return self._host(lambda g, a: np_segment_arg_backward(g, a, num_entries), grad, argmax)
+
+    def segment_min(self, src: Any, index: Any, num_segments: int) -> tuple[Any, Any]:
+        """``(values, argmin)``: ``segment_max`` for the min (first entry wins ties)."""
+        shape = tuple(self.shape(src))  # type: ignore[attr-defined]
+        plan = check_segment(shape, self.dtype(src), index, num_segments,  # type: ignore[attr-defined]
+                             "segment_min")
+        m, arg = np_segment_min(self._h(src), plan._idx, plan.num_rows)
+        return self.from_numpy(m), self.from_numpy(arg)  # type: ignore[attr-defined]
+
+    def segment_min_backward(self, grad: Any, argmin: Any, index: Any, num_entries: int) -> Any:
+        """``grad`` to the argmin entries; ``index`` the grouping ``segment_min`` used."""
+        return self._host(lambda g, a: np_segment_arg_backward(g, a, num_entries), grad, argmin)
