@@ -179,11 +179,15 @@ def test_hetgat_edges_hit_returns_the_entry_it_compared(monkeypatch):
     m = HetGAT(g.metadata(), g.num_features_dict, 8, g.num_classes, heads=2)
     et = g.edge_types[0]
     e1 = g.edge_index_dict[et]
+    n_src, n_dst = x[et[0]].shape[0], x[et[2]].shape[0]
     e2 = e1.copy()
-    e2[0] = e2[0][::-1]
+    e2[0, 1] = (e2[0, 1] + 1) % n_src        # not a sampled position: the same fingerprint
+    key = plan_mod._RAW_EDGES._key
+    assert key(e1, n_src, n_dst) == key(e2, n_src, n_dst)
     first = m._edges(et, {et: e1}, x)
     monkeypatch.setattr(plan_mod, "np", _RacingNumpy(lambda: m._edges(et, {et: e2}, x)))
     assert m._edges(et, {et: e1}, x) is first
+    np.testing.assert_array_equal(m._edges(et, {et: e2}, x).src.indices, e2[0])
 
 
 def test_edge_cache_entries_die_with_their_arrays_and_are_bounded():

@@ -414,7 +414,10 @@ MUTANTS = [
            k="handed_out"),
     Mutant("ctx-indices-public", "rtx/_autodiff/ops/index.py",
            "        ctx._indices, ctx.n = indices, B.shape(x)[0]",
-           "        ctx._indices, ctx.n = ctx.indices, _ = indices, B.shape(x)[0]",
+           # (issue 18: the rule keeps the IndexPlan, whose accessors copy: the snapshot
+           # the backends trust is its private array)
+           "        ctx._indices, ctx.n = indices, B.shape(x)[0]\n"
+           "        ctx.indices = indices._idx",
            [H3], "index_select's snapshot saved under a public name too", k="saved_state"),
     Mutant("dlpack-negative-copy-false", "rtx/_dlpack.pxi",
            "    if copy is not True and _reversed(arr):",
@@ -486,11 +489,11 @@ MUTANTS = [
            "    if False:",
            ["tests/test_dtypes.py"], "a row count past the platform's size passes",
            k="row_count"),
-    Mutant("face-skips-data-check", "rtx/_faces.py",
-           "            lines.append(f\"_data({n}, {op!r}, {n!r})\")",
-           "            pass",
-           ["tests/test_faces.py", "tests/test_segment.py"],
-           "a graph op takes integer data", k="refuse or bad"),
+    Mutant("face-reflected-not-swapped", "rtx/_faces.py",
+           '    if face.startswith("__r") and len(pos) == 2:',
+           "    if False:",
+           ["tests/test_ops.py"], "2 - t computes t - 2 (a reflected operator face)",
+           k="python_scalars"),
     Mutant("array-copy-false-converts", "rtx/tensor.py",
            "            if copy is False:  # numpy 2's protocol",
            "            if copy is True:  # numpy 2's protocol",
