@@ -504,8 +504,11 @@ class CpuBackend(Backend):
 
     def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
         idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
-        if type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES:
-            # the plan's cached grouping: same bits as the cold path below
+        if (type(indices) is IndexPlan and src.dtype in _KERNEL_DTYPES
+                and (indices.is_grouped or not getattr(indices, "_transient", False))):
+            # the plan's cached grouping: same bits as the cold path below (a
+            # transient plan a face made from raw indices, not yet grouped, takes
+            # the group-free path: no counting sort for a one-shot call)
             ptr, perm = indices._grouping()
             out = empty((n,) + src.shape[1:], src.dtype)
             row = math.prod(src.shape[1:])

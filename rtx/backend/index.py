@@ -107,14 +107,16 @@ def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any
         raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
     if isinstance(indices, IndexPlan):
         n = check_num_rows(num_rows)
-        return _plan_indices(indices, n, shape[0], "index_add"), n
-    idx = as_index_array(indices, "index_add")
-    n = check_num_rows(num_rows)
-    if idx.shape[0] != shape[0]:
-        raise ValueError(
-            f"index_add(): len(indices) = {idx.shape[0]} must equal src.shape[0] = {shape[0]}"
-        )
-    idx = snapshot(idx, n, "index_add")
+        idx = _plan_indices(indices, n, shape[0], "index_add")
+    else:
+        idx = as_index_array(indices, "index_add")
+        n = check_num_rows(num_rows)
+        if idx.shape[0] != shape[0]:
+            raise ValueError(
+                f"index_add(): len(indices) = {idx.shape[0]} must equal src.shape[0] = {shape[0]}"
+            )
+        idx = snapshot(idx, n, "index_add")
+    # an allocation check (plans too): numpy would raise ValueError for such an output
     row = 1
     for d in shape[1:]:
         row *= d
