@@ -132,8 +132,10 @@ def _convert(p: Param, params: dict[str, Param], anchor: str, op: str, first: bo
             what = repr(f"{length}.shape[{'dim' if 'dim' in p.args else 0}]")
         lines.append(f"{n} = _as_plan({n}, {rows_expr}, {op!r}, {len_expr}, {what})")
     elif k == "EdgeIndex":
-        src, dst = p.args["src"], p.args["dst"]
-        lines.append(f"{n} = _as_edge_index({n}, _size({src}, {op!r}, {src!r}), {dst}, {op!r})")
+        src, dst = p.args["src"], p.args["dst"]   # dst: a Rows parameter or a tensor's rows
+        dst_expr = dst if params[dst].kind == "Rows" else f"_size({dst}, {op!r}, {dst!r})"
+        lines.append(f"{n} = _as_edge_index({n}, _size({src}, {op!r}, {src!r}), {dst_expr}, "
+                     f"{op!r})")
     return lines
 
 

@@ -140,3 +140,26 @@ def test_generated_faces_refuse_bad_kinds_clearly():
         rtx.segment_max(t.long(), [0, 1], 2)
     with pytest.raises(TypeError, match="mean\\(\\) needs a floating point tensor"):
         rtx.tensor([1, 2]).mean()
+
+
+def test_an_edge_index_can_take_its_target_count_from_a_tensor():
+    """``EdgeIndex(src=x, dst=y)`` with ``y`` a tensor: the targets are checked
+    against ``y``'s rows (a layer's bipartite op: sources and targets are features)."""
+    import numpy as np
+
+    from rtx._autodiff.ops.base import Op
+
+    class Probe(Op):  # no ``name``: never registered in OPS
+        signature = "x: Data, edge_index: EdgeIndex(src=x, dst=y), y: Tensor"
+        saves = ()
+
+        @staticmethod
+        def forward(ctx, B, x, edge_index, y):
+            return B.full((2,), 0.0, np.dtype(np.float64)) if edge_index is None else B.from_numpy(
+                np.array([edge_index.num_src, edge_index.num_dst], dtype=np.float64))
+
+    face = _faces.Face(Probe, "function", "probe", Probe.params, "")
+    x, y = rtx.zeros(5, 2), rtx.zeros(3, 4)
+    assert face.fn(x, np.array([[0, 4], [2, 0]]), y).tolist() == [5.0, 3.0]
+    with pytest.raises(IndexError, match="targets"):
+        face.fn(x, np.array([[0, 4], [3, 0]]), y)

@@ -48,7 +48,7 @@ KINDS = {
     "OptTensor": "None or a tensor (on the first tensor's backend)",
     "Rows": "a row count (rtx._dtypes.check_rows)",
     "Index": "-> IndexPlan: Index(rows=<Rows param or tensor>, length=<tensor>, dim=<Dim>)",
-    "EdgeIndex": "-> EdgeIndex: EdgeIndex(src=<tensor: its rows>, dst=<Rows param>)",
+    "EdgeIndex": "-> EdgeIndex: EdgeIndex(src=<tensor: its rows>, dst=<Rows param or tensor>)",
     "Dim": "a dim of the first tensor (rtx._dtypes.check_dim)",
     "Dims": "None, a dim or distinct dims of the first tensor (rtx._dtypes.check_dims)",
 }
