@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._dtypes import check_rows
-from .._kernels import Storage, csr_build, snapshot_indices
+from .._kernels import Storage, csr_build, is_index_snapshot, snapshot_indices
 from ._index_check import _index_error, as_index_array
 
 
@@ -112,14 +112,39 @@ class IndexPlan:
         return self
 
     @classmethod
-    def _trusted(cls, arr: np.ndarray, n: int) -> IndexPlan:
-        """A plan of indices DERIVED from checked ones, each in ``[0, n)`` by
-        construction (a subset of a plan's indices, an ``arange``): a private
-        snapshot, no second bounds check."""
+    def _trusted(cls, indices: np.ndarray, num_rows: int,
+                 csr: tuple[np.ndarray, np.ndarray] | None = None) -> IndexPlan:
+        """A plan over indices an rtx kernel produced, without the copy and the range
+        check of the constructor.  Private.
+
+        Safe because what those two buy is already true: the copy makes the indices
+        immutable, and here they must already live in an ``IndexSnapshot`` (the
+        buffer refuses writers; checked below); the check proves every index in
+        ``[0, num_rows)``, and the caller's kernel proves it by construction (the
+        neighbour sampler's local ids are positions in the ``n_id`` it wrote
+        itself; ``EdgeIndex.with_self_loops`` keeps a subset of checked indices and
+        appends ``arange(min(num_src, num_dst))``).  ``csr``, when given, is cached
+        as the grouping: it must be what ``csr()`` would compute (the sampler's
+        edges come out sorted by destination, so it is their pointers and the
+        identity permutation) and must be snapshots too.  Only the O(1) properties
+        are checked here (kind of memory, dtype, lengths); the range and the
+        grouping are the caller's proof, which tests/test_sampler.py checks against
+        a brute-force reference.
+        """
+        if not is_index_snapshot(indices):
+            raise TypeError("IndexPlan._trusted: the indices must be an rtx index snapshot")
+        n = _check_rows(num_rows, "IndexPlan._trusted")
+        if csr is not None:
+            ptr, perm = csr
+            if not (is_index_snapshot(ptr) and is_index_snapshot(perm)
+                    and ptr.dtype == np.int64 and perm.dtype == np.int64):
+                raise TypeError("IndexPlan._trusted: the grouping must be int64 snapshots")
+            if len(ptr) != n + 1 or len(perm) != len(indices):
+                raise ValueError("IndexPlan._trusted: the grouping does not match the indices")
         self = cls.__new__(cls)
-        self._idx = snapshot_indices(np.ascontiguousarray(arr), -1)[0]
+        self._idx = indices
         self._num_rows = n
-        self._csr = None
+        self._csr = csr
         self._lock = threading.Lock()
         self._transient = False
         return self
@@ -206,6 +231,12 @@ class IndexPlan:
         IndexPlan.__init__(self, slots["_idx"], slots["_num_rows"])
 
 
+def _derived(arr: np.ndarray, n: int) -> IndexPlan:
+    """A plan of indices derived from checked ones (each in ``[0, n)`` by
+    construction): a private snapshot, no second bounds check."""
+    return IndexPlan._trusted(snapshot_indices(np.ascontiguousarray(arr), -1)[0], n)
+
+
 class SelfLoops(NamedTuple):
     """What ``EdgeIndex.with_self_loops()`` did: ``kept`` (the positions, in the
     original edges, of those it kept, in order; a plan over their count),
@@ -273,10 +304,17 @@ class EdgeIndex:
         self._lock = threading.Lock()
 
     @classmethod
-    def _of_plans(cls, src: IndexPlan, dst: IndexPlan,
-                  info: SelfLoops | None = None) -> EdgeIndex:
+    def _trusted(cls, src: IndexPlan, dst: IndexPlan,
+                 info: SelfLoops | None = None) -> EdgeIndex:
+        """An edge index over two plans built by ``IndexPlan._trusted`` (or checked
+        ones), without copying them again.  Private (see ``IndexPlan._trusted``)."""
+        if not (isinstance(src, IndexPlan) and isinstance(dst, IndexPlan)):
+            raise TypeError("EdgeIndex._trusted: src and dst must be IndexPlans")
+        if len(src) != len(dst):
+            raise ValueError("EdgeIndex._trusted: src and dst differ in length")
         self = cls.__new__(cls)
-        self.src, self.dst = src, dst
+        self.src = src
+        self.dst = dst
         self._init_caches(info)
         return self
 
@@ -307,10 +345,9 @@ class EdgeIndex:
         s = np.concatenate([src[kept].astype(np.int64, copy=False), ar])
         d_kept = dst[kept].astype(np.int64, copy=False)
         d = np.concatenate([d_kept, ar])
-        info = SelfLoops(IndexPlan._trusted(kept, self.num_edges),
-                         IndexPlan._trusted(d_kept, self.num_dst), n_loops)
-        return EdgeIndex._of_plans(IndexPlan._trusted(s, self.num_src),
-                                   IndexPlan._trusted(d, self.num_dst), info)
+        info = SelfLoops(_derived(kept, self.num_edges), _derived(d_kept, self.num_dst),
+                         n_loops)
+        return EdgeIndex._trusted(_derived(s, self.num_src), _derived(d, self.num_dst), info)
 
     @property
     def num_edges(self) -> int:
@@ -346,7 +383,7 @@ class EdgeIndex:
         if type(src) is not IndexPlan or type(dst) is not IndexPlan or len(src) != len(dst):
             raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
                             "plans of the same length)")
-        return cls._of_plans(src, dst)
+        return cls._trusted(src, dst)
 
     def __setstate__(self, state: Any) -> None:
         slots = state[1] if isinstance(state, tuple) and len(state) == 2 else state
