@@ -14,6 +14,8 @@ from . import (
 )
 from ._backend_state import get_default_backend, set_default_backend, use_backend
 from ._config import config, show_config
+from ._faces import *  # noqa: F403 - the declared ops' functions (rtx/_faces.py)
+from ._faces import __all__ as _face_names  # noqa: I001 - their names, for __all__
 from ._kernels import (
     Storage,
     empty_cache,
@@ -26,6 +28,7 @@ from ._threads import get_num_threads, set_num_threads
 from ._version import __version__
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .backend import Backend, CpuBackend, MinimalBackend
+from .backend.index_plan import EdgeIndex, IndexPlan
 from .creation import (
     Generator,
     arange,
@@ -43,56 +46,17 @@ from .creation import (
     zeros_like,
 )
 from .functional import (
-    abs,
-    add,
     argmax,
     cat,
     concat,
-    div,
-    elu,
-    eq,
-    exp,
-    ge,
-    gt,
-    index_add,
-    index_select,
-    le,
-    leaky_relu,
-    log,
-    log_softmax,
-    lt,
     matmul,
     max,
-    maximum,
-    mean,
     min,
-    minimum,
-    mul,
-    ne,
-    neg,
     permute,
-    pow,
-    relu,
     reshape,
-    sigmoid,
-    sign,
-    softmax,
-    sqrt,
     stack,
-    sub,
-    sum,
-    tanh,
     transpose,
     where,
-)
-from .graph_ops import (
-    EdgeIndex,
-    IndexPlan,
-    message_passing,
-    segment_max,
-    segment_mean,
-    segment_softmax,
-    segment_sum,
 )
 from .serialization import load, save
 from .tensor import Tensor, bool_, float32, float64, int32, int64
@@ -104,22 +68,16 @@ bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
 from . import data, datasets, loader, metrics, nn, optim, transforms, utils  # noqa: E402
 
 __all__ = [
-    "Backend", "CpuBackend", "Generator", "MinimalBackend", "Storage", "Tensor",
-    "__version__", "abs", "add", "arange", "argmax", "autograd", "bool", "cat", "concat",
-    "config", "div", "elu", "empty", "empty_cache", "enable_grad", "eq", "exp",
-    "float32", "float64", "from_dlpack", "from_numpy", "full", "fusion", "ge",
-    "get_cache_limit",
-    "get_default_backend", "get_num_threads", "gt", "index_add", "index_select",
-    "int32", "int64", "is_grad_enabled", "le", "leaky_relu", "log", "log_softmax", "lt",
-    "manual_seed", "matmul", "max", "maximum", "mean", "memory_stats", "min", "minimum",
-    "mul", "ne", "neg", "no_grad", "ones", "optim", "ones_like", "permute", "pow", "rand", "randn",
-    "relu", "reset_peak_memory_stats", "reshape", "set_cache_limit", "set_default_backend",
-    "set_grad_enabled", "set_num_threads", "show_config", "sigmoid", "sign", "softmax",
-    "sqrt", "stack", "sub", "sum", "tanh", "tensor", "transpose", "use_backend", "where",
-    "zeros", "zeros_like",
-    "data", "datasets", "load", "loader", "metrics", "nn", "optim", "save", "transforms",
-    "utils",
-    # graph-learning primitives (rtx/graph_ops.py)
-    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
-    "segment_softmax", "segment_sum",
+    "Backend", "CpuBackend", "EdgeIndex", "Generator", "IndexPlan", "MinimalBackend", "Storage",
+    "Tensor", "__version__", "arange", "argmax", "autograd", "bool", "cat", "concat", "config",
+    "empty", "empty_cache", "enable_grad", "float32", "float64", "from_dlpack", "from_numpy",
+    "full", "fusion", "get_cache_limit", "get_default_backend", "get_num_threads", "int32",
+    "int64", "is_grad_enabled", "manual_seed", "matmul", "max", "memory_stats", "min",
+    "no_grad", "ones", "ones_like", "optim", "permute", "rand", "randn",
+    "reset_peak_memory_stats", "reshape", "set_cache_limit", "set_default_backend",
+    "set_grad_enabled", "set_num_threads", "show_config", "stack", "tensor", "transpose",
+    "use_backend", "where", "zeros", "zeros_like",
+    "data", "datasets", "load", "loader", "metrics", "nn", "save", "transforms", "utils",
+    # the declared ops' functions (add, relu, segment_softmax, ...): rtx/_faces.py
+    *_face_names,
 ]

@@ -1,117 +1,31 @@
-"""Module-level ops (``rtx.add``, ``rtx.softmax``, ``rtx.index_add``, ...)."""
+"""Module-level ops (``rtx.add``, ``rtx.softmax``, ``rtx.index_add``, ...).
+
+The declared ops' functions are generated from their declarations
+(``rtx/_faces.py``) and star-imported here; the irregular ones (sequences of
+tensors, ``where``'s either-side operands, shapes, ``max(dim)``) are written
+below.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from . import _backend_state
+from . import _backend_state, _faces
 from ._autodiff.ops import OPS
 from ._dtypes import check_dim
-from .tensor import MaxResult, Tensor, _indices, _matmul, _operand
+from ._faces import *  # noqa: F403 - the generated functions (their names: _faces.__all__)
+from .tensor import MaxResult, Tensor, matmul_checked, operand
 
 
-def _t(x: Any) -> Tensor:
+def as_tensor_arg(x: Any) -> Tensor:
+    """``x`` as a tensor on the default backend (tensors pass through)."""
     if isinstance(x, Tensor):
         return x
-    return _operand(x, _backend_state.default_autodiff(), scalars=False)
+    return operand(x, _backend_state.default_autodiff(), scalars=False)
 
 
-def _binary(name: str, a: Any, b: Any) -> Tensor:
-    if isinstance(a, Tensor):
-        return a._ad.apply(OPS[name], a, _operand(b, a._ad))
-    if isinstance(b, Tensor):
-        return b._ad.apply(OPS[name], _operand(a, b._ad), b)
-    a = _t(a)
-    return a._ad.apply(OPS[name], a, _operand(b, a._ad))
-
-
-def add(a: Any, b: Any) -> Tensor:
-    return _binary("add", a, b)
-
-
-def sub(a: Any, b: Any) -> Tensor:
-    return _binary("sub", a, b)
-
-
-def mul(a: Any, b: Any) -> Tensor:
-    return _binary("mul", a, b)
-
-
-def div(a: Any, b: Any) -> Tensor:
-    return _binary("div", a, b)
-
-
-def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - PyTorch's name
-    return _binary("pow", a, b)
-
-
-def maximum(a: Any, b: Any) -> Tensor:
-    return _binary("maximum", a, b)
-
-
-def minimum(a: Any, b: Any) -> Tensor:
-    return _binary("minimum", a, b)
-
-
-def neg(x: Any) -> Tensor:
-    return _t(x).neg()
-
-
-def exp(x: Any) -> Tensor:
-    return _t(x).exp()
-
-
-def log(x: Any) -> Tensor:
-    return _t(x).log()
-
-
-def sqrt(x: Any) -> Tensor:
-    return _t(x).sqrt()
-
-
-def abs(x: Any) -> Tensor:  # noqa: A001 - PyTorch's name
-    return _t(x).abs()
-
-
-def sign(x: Any) -> Tensor:
-    return _t(x).sign()
-
-
-def relu(x: Any) -> Tensor:
-    return _t(x).relu()
-
-
-def leaky_relu(x: Any, negative_slope: float = 0.01) -> Tensor:
-    return _t(x).leaky_relu(negative_slope)
-
-
-def elu(x: Any, alpha: float = 1.0) -> Tensor:
-    return _t(x).elu(alpha)
-
-
-def sigmoid(x: Any) -> Tensor:
-    return _t(x).sigmoid()
-
-
-def tanh(x: Any) -> Tensor:
-    return _t(x).tanh()
-
-
-def softmax(x: Any, dim: int = -1) -> Tensor:
-    return _t(x).softmax(dim)
-
-
-def log_softmax(x: Any, dim: int = -1) -> Tensor:
-    return _t(x).log_softmax(dim)
-
-
-def sum(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    return _t(x).sum(dim, keepdim)
-
-
-def mean(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _t(x).mean(dim, keepdim)
+_t = as_tensor_arg
 
 
 def max(x: Any, dim: Any = None, keepdim: bool = False) -> Tensor | MaxResult:  # noqa: A001
@@ -126,46 +40,22 @@ def argmax(x: Any, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _t(x).argmax(dim, keepdim)
 
 
-def eq(a: Any, b: Any) -> Tensor:
-    return _t(a).eq(b)
-
-
-def ne(a: Any, b: Any) -> Tensor:
-    return _t(a).ne(b)
-
-
-def lt(a: Any, b: Any) -> Tensor:
-    return _t(a).lt(b)
-
-
-def le(a: Any, b: Any) -> Tensor:
-    return _t(a).le(b)
-
-
-def gt(a: Any, b: Any) -> Tensor:
-    return _t(a).gt(b)
-
-
-def ge(a: Any, b: Any) -> Tensor:
-    return _t(a).ge(b)
-
-
 def where(cond: Any, a: Any, b: Any) -> Tensor:
     """Elements of ``a`` where ``cond`` holds, else of ``b`` (differentiable in a and b)."""
     ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else _t(a)
     ad = ref._ad
-    c = _operand(cond, ad, scalars=False)
+    c = operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
     if c._ad is not ad:
         raise TypeError("where(): cond lives on a different backend than a / b")
     # cond passed as a tensor: its version is recorded (the backward reuses the mask)
-    return ad.apply(OPS["where"], c, _operand(a, ad), _operand(b, ad))
+    return ad.apply(OPS["where"], c, operand(a, ad), operand(b, ad))
 
 
 def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
-    return _matmul(_t(a), _t(b))
+    return matmul_checked(_t(a), _t(b))
 
 
 def reshape(x: Any, shape: Sequence[int]) -> Tensor:
@@ -218,23 +108,6 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
     return ts[0]._ad.apply(OPS["stack"], *ts, dim=d)
 
 
-def index_select(x: Any, indices: Any) -> Tensor:
-    """Row gather along dim 0: ``out[i] = x[indices[i]]``.
-
-    ``indices``: 1-D int32/int64 (rtx tensor, numpy array or sequence), each in
-    ``[0, x.shape[0])``.  Its gradient is ``index_add`` of the output gradient.
-    """
-    x = _t(x)
-    idx = _indices(indices, "index_select")
-    return x._ad.apply(OPS["index_select"], x, idx)
-
-
-def index_add(src: Any, indices: Any, num_rows: int) -> Tensor:
-    """Row scatter-add along dim 0 into ``num_rows`` zero rows.
-
-    ``out[indices[i]] += src[i]``; repeated indices accumulate in index order
-    (deterministic for any thread count).  Its gradient is ``index_select``.
-    """
-    src = _t(src)
-    idx = _indices(indices, "index_add")
-    return src._ad.apply(OPS["index_add"], src, idx, num_rows)
+# the hand-written functions, then the generated ones
+__all__ = ["argmax", "cat", "concat", "matmul", "max", "min", "permute",
+           "reshape", "stack", "transpose", "where", *_faces.__all__]

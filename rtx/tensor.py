@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._autodiff.autodiff import register_tensor_type
+from ._autodiff.backward import backward as _backward
 from ._autodiff.grad_mode import is_grad_enabled
 from ._autodiff.graph import Node, OutputEdge
 from ._autodiff.ops import OPS as _OPS
@@ -44,9 +45,10 @@ from ._dtypes import (
     to_host,
     torch_name,
 )
+from ._faces import TensorFaces
+from ._faces import bind as _bind_faces
 from ._kernels import dlpack_export
-from .backend.index import freeze_indices
-from .backend.index_plan import IndexPlan
+from .backend.index_plan import as_plan
 
 if TYPE_CHECKING:
     from ._autodiff.autodiff import Autodiff
@@ -55,8 +57,13 @@ MaxResult = namedtuple("MaxResult", ["values", "indices"])
 _scalars = (int, float, bool)
 
 
-class Tensor:
-    """An n-dimensional array on a backend, with autograd."""
+class Tensor(TensorFaces):
+    """An n-dimensional array on a backend, with autograd.
+
+    The declared ops' methods and operators (``add``, ``__add__``, ``relu``,
+    ``sum``, ...) are generated from their declarations (``rtx/_faces.py``,
+    inherited from ``TensorFaces``); the irregular ones are written here.
+    """
 
     __slots__ = ("_value", "_ad", "_rg", "_node", "grad", "_vc", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
@@ -155,7 +162,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same data, cut from the tape (shares memory on the CPU backend)."""
         t = Tensor._make(self._value, self._ad)
-        t._vc = _counter(self)  # an alias: in-place writes through either are seen by both
+        t._vc = version_counter(self)  # an alias: in-place writes through either are seen by both
         return t
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
@@ -163,9 +170,7 @@ class Tensor:
 
         ``grad`` may be omitted only for a one-element tensor (it is then 1).
         """
-        from .autograd import backward  # the one late-bound call: rtx.autograd sits above
-
-        backward(self, None if grad is None else [grad], retain_graph)
+        _backward(self, None if grad is None else [grad], retain_graph)
 
     # ------------------------------------------------------------ host I/O
     def numpy(self) -> np.ndarray:
@@ -236,170 +241,16 @@ class Tensor:
         return f"tensor({body}{extra})"
 
     # ---------------------------------------------------------- operators
-    def _bin(self, name: str, other: Any, reflected: bool = False) -> Tensor:
-        o = _operand(other, self._ad)
-        ad = self._ad
-        return ad.apply(_OPS[name], o, self) if reflected else ad.apply(_OPS[name], self, o)
-
-    def __add__(self, o: Any) -> Tensor:
-        return self._bin("add", o)
-
-    def __radd__(self, o: Any) -> Tensor:
-        return self._bin("add", o, True)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return self._bin("sub", o)
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return self._bin("sub", o, True)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return self._bin("mul", o)
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return self._bin("mul", o, True)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return self._bin("div", o)
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return self._bin("div", o, True)
-
-    def __pow__(self, o: Any) -> Tensor:
-        return self._bin("pow", o)
-
-    def __rpow__(self, o: Any) -> Tensor:
-        return self._bin("pow", o, True)
-
     def __matmul__(self, o: Any) -> Tensor:
-        return _matmul(self, _operand(o, self._ad, scalars=False))
+        return matmul_checked(self, operand(o, self._ad, scalars=False))
 
     def __rmatmul__(self, o: Any) -> Tensor:
-        return _matmul(_operand(o, self._ad, scalars=False), self)
-
-    def __neg__(self) -> Tensor:
-        return self._ad.apply(_OPS["neg"], self)
+        return matmul_checked(operand(o, self._ad, scalars=False), self)
 
     def __pos__(self) -> Tensor:
         return self
 
-    def __abs__(self) -> Tensor:
-        return self._ad.apply(_OPS["abs"], self)
-
-    def _cmp(self, name: str, other: Any) -> Tensor:
-        o = _operand(other, self._ad)
-        B = self._ad.inner
-        ov = o._value if isinstance(o, Tensor) else o
-        return Tensor._make(getattr(B, name)(self._value, ov), self._ad)
-
-    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._cmp("eq", o)
-
-    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return self._cmp("ne", o)
-
-    def __lt__(self, o: Any) -> Tensor:
-        return self._cmp("lt", o)
-
-    def __le__(self, o: Any) -> Tensor:
-        return self._cmp("le", o)
-
-    def __gt__(self, o: Any) -> Tensor:
-        return self._cmp("gt", o)
-
-    def __ge__(self, o: Any) -> Tensor:
-        return self._cmp("ge", o)
-
-    def eq(self, o: Any) -> Tensor:
-        return self._cmp("eq", o)
-
-    def ne(self, o: Any) -> Tensor:
-        return self._cmp("ne", o)
-
-    def lt(self, o: Any) -> Tensor:
-        return self._cmp("lt", o)
-
-    def le(self, o: Any) -> Tensor:
-        return self._cmp("le", o)
-
-    def gt(self, o: Any) -> Tensor:
-        return self._cmp("gt", o)
-
-    def ge(self, o: Any) -> Tensor:
-        return self._cmp("ge", o)
-
     # --------------------------------------------------------- elementwise
-    def add(self, o: Any) -> Tensor:
-        return self._bin("add", o)
-
-    def sub(self, o: Any) -> Tensor:
-        return self._bin("sub", o)
-
-    def mul(self, o: Any) -> Tensor:
-        return self._bin("mul", o)
-
-    def div(self, o: Any) -> Tensor:
-        return self._bin("div", o)
-
-    def pow(self, o: Any) -> Tensor:
-        return self._bin("pow", o)
-
-    def maximum(self, o: Any) -> Tensor:
-        return self._bin("maximum", o)
-
-    def minimum(self, o: Any) -> Tensor:
-        return self._bin("minimum", o)
-
-    def neg(self) -> Tensor:
-        return self._ad.apply(_OPS["neg"], self)
-
-    def exp(self) -> Tensor:
-        return self._ad.apply(_OPS["exp"], self._floating())
-
-    def log(self) -> Tensor:
-        return self._ad.apply(_OPS["log"], self._floating())
-
-    def sqrt(self) -> Tensor:
-        return self._ad.apply(_OPS["sqrt"], self._floating())
-
-    def abs(self) -> Tensor:
-        return self._ad.apply(_OPS["abs"], self)
-
-    def sign(self) -> Tensor:
-        return self._ad.apply(_OPS["sign"], self)
-
-    def relu(self) -> Tensor:
-        return self._ad.apply(_OPS["relu"], self)
-
-    def leaky_relu(self, negative_slope: float = 0.01) -> Tensor:
-        return self._ad.apply(_OPS["leaky_relu"], self._floating(), negative_slope=negative_slope)
-
-    def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._ad.apply(_OPS["elu"], self._floating(), alpha=alpha)
-
-    def sigmoid(self) -> Tensor:
-        return self._ad.apply(_OPS["sigmoid"], self._floating())
-
-    def tanh(self) -> Tensor:
-        return self._ad.apply(_OPS["tanh"], self._floating())
-
-    def _floating(self) -> Tensor:
-        """Integer and bool tensors promote to float32 for float-valued ops (as in
-        PyTorch; numpy would compute a bool input at float16 precision)."""
-        return self if self._ad.inner.dtype(self._value).kind == "f" else self.to(float32)
-
-    def softmax(self, dim: int = -1) -> Tensor:
-        d = check_dim(dim, self.ndim)
-        if self.ndim == 0:  # dim 0 / -1 of a 0-d tensor, as in PyTorch
-            return self.reshape(1).softmax(0).reshape(())
-        return self._ad.apply(_OPS["softmax"], self._floating(), dim=d)
-
-    def log_softmax(self, dim: int = -1) -> Tensor:
-        d = check_dim(dim, self.ndim)
-        if self.ndim == 0:
-            return self.reshape(1).log_softmax(0).reshape(())
-        return self._ad.apply(_OPS["log_softmax"], self._floating(), dim=d)
-
     def to(self, dtype: Any) -> Tensor:
         dt = check_dtype(dtype)
         if dt == self.dtype:
@@ -436,9 +287,6 @@ class Tensor:
         return self._ad.apply(_OPS["copy"], self)
 
     # ---------------------------------------------------------- reductions
-    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return self._ad.apply(_OPS["sum"], self, dim=check_dims(dim, self.ndim), keepdim=keepdim)
-
     def _reduce_checked(self, name: str, dim: Any, keepdim: bool) -> Tensor:
         """amax / amin: an empty reduced dim has no extremum (ValueError; PyTorch
         raises IndexError)."""
@@ -450,13 +298,6 @@ class Tensor:
                 f"a{name}(): expected reduction dim to have non-zero size, got shape {shape}"
             )
         return self._ad.apply(_OPS[name], self, dim=d, keepdim=keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        if self.dtype.kind != "f":
-            raise TypeError(f"mean() needs a floating point tensor, got {dtype_name(self.dtype)}")
-        return self._ad.apply(
-            _OPS["mean"], self, dim=check_dims(dim, self.ndim), keepdim=keepdim
-        )
 
     def _extremum(self, name: str, dim: Any, keepdim: bool) -> Any:
         if dim is None:
@@ -593,7 +434,10 @@ class Tensor:
     def index_select(self, dim: builtins.int, indices: Any) -> Tensor:
         if dim != 0:
             raise NotImplementedError("index_select is implemented along dim 0")
-        return self._ad.apply(_OPS["index_select"], self, _indices(indices, "index_select"))
+        if not self._ad.inner.shape(self._value):
+            raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
+        plan = as_plan(indices, self.shape[0], "index_select")  # checked once: the tape keeps it
+        return self._ad.apply(_OPS["index_select"], self, plan)
 
     # ------------------------------------------------- in-place (no tape)
     def _inplace(self, name: str, other: Any) -> Tensor:
@@ -611,7 +455,7 @@ class Tensor:
                     "recorded on the tape (its gradient would be lost); write the "
                     "out-of-place form (a = a + b) or run it inside rtx.no_grad()"
                 )
-        o = _operand(other, self._ad)
+        o = operand(other, self._ad)
         if name in _ARITH:
             _check_inplace_cast(name, self.dtype, o)
         ov = o._value if isinstance(o, Tensor) else o
@@ -621,7 +465,7 @@ class Tensor:
             if tuple(B.shape(ov)) != self.shape:
                 raise ValueError(f"pow_(): result shape {tuple(B.shape(ov))} != {self.shape}")
         self._value = B.inplace(name, self._value, ov)
-        _bump(self)
+        bump_version(self)
         return self
 
     def _augmented(self, name: str, sym: str, other: Any) -> Tensor:
@@ -634,7 +478,8 @@ class Tensor:
                     f"operation (x {sym}= ...); run it inside rtx.no_grad() (as an "
                     f"optimiser step does) or write x = x {sym} ..."
                 )
-            return self._bin(name, other)  # recorded on the tape, out of place
+            # recorded on the tape, out of place
+            return self._ad.apply(_OPS[name], self, operand(other, self._ad))
         return self._inplace(name, other)
 
     def __iadd__(self, o: Any) -> Tensor:
@@ -771,16 +616,7 @@ def _host_key(key: Any) -> Any:
     return _host_key_part(key)
 
 
-def _indices(indices: Any, op: str) -> Any:
-    """Index-op indices: an IndexPlan as it is, else a private checked snapshot."""
-    if isinstance(indices, IndexPlan):
-        return indices  # checked once; the backend reuses it (and its cached grouping)
-    if isinstance(indices, Tensor):
-        indices = indices.numpy()
-    return freeze_indices(indices, op)  # a private snapshot: the tape keeps it
-
-
-def _matmul(a: Tensor, b: Tensor) -> Tensor:
+def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: both operands need at least 1 dimension")
@@ -789,9 +625,9 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
             raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align")
         return (a.reshape(1, -1) @ b.reshape(-1, 1)).reshape(())
     if a.ndim == 1:
-        return _matmul(a.reshape(1, -1), b).squeeze(-2)
+        return matmul_checked(a.reshape(1, -1), b).squeeze(-2)
     if b.ndim == 1:
-        return _matmul(a, b.reshape(-1, 1)).squeeze(-1)
+        return matmul_checked(a, b.reshape(-1, 1)).squeeze(-1)
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(
             f"matmul: shapes {a.shape} and {b.shape} do not align ({a.shape[-1]} != {b.shape[-2]})"
@@ -803,13 +639,13 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     return a._ad.apply(_OPS["matmul"], a, b)
 
 
-def _as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
+def as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:
     a = to_host(data, dtype)
     B = ad.inner
     return Tensor._make(B.copy(B.from_numpy(a)), ad)
 
 
-def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
+def operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
     """A tensor or a Python scalar usable as the other operand of an op."""
     if isinstance(x, Tensor):
         return x
@@ -829,7 +665,7 @@ def _operand(x: Any, ad: Autodiff, scalars: bool = True) -> Any:
                 check_int64(x)
             return x
     if isinstance(x, (np.ndarray, Sequence, np.generic, int, float)) and not isinstance(x, str):
-        return _as_tensor(x, ad)
+        return as_tensor(x, ad)
     raise TypeError(f"unsupported operand type {type(x).__name__} for an rtx tensor op")
 
 
@@ -851,7 +687,7 @@ def _check_inplace_cast(name: str, dst: np.dtype, o: Any) -> None:
         )
 
 
-def _counter(t: Tensor) -> list[int]:
+def version_counter(t: Tensor) -> list[int]:
     """``t``'s version counter, created on first need."""
     vc = t._vc
     if vc is None:
@@ -859,7 +695,7 @@ def _counter(t: Tensor) -> list[int]:
     return vc
 
 
-def _bump(t: Tensor) -> None:
+def bump_version(t: Tensor) -> None:
     """Record one in-place write to ``t``'s storage."""
     vc = t._vc
     if vc is None:
@@ -869,4 +705,31 @@ def _bump(t: Tensor) -> None:
         vc[0] += 1
 
 
+def _inplace_guard(name: str, t: Tensor, *inputs: Any) -> None:
+    """What an in-place face (``index_add_``) may not do: write a tensor that
+    requires grad, or take an input that does, while grad mode is on."""
+    if is_grad_enabled():
+        if t._rg:
+            raise RuntimeError(
+                f"{name}(): a tensor that requires grad cannot be modified in place "
+                "outside rtx.no_grad()")
+        if any(isinstance(x, Tensor) and x._rg for x in inputs):
+            raise RuntimeError(
+                f"{name}(): an input requires grad, but in-place ops are not recorded on "
+                "the tape (its gradient would be lost); use the out-of-place form or run it "
+                "inside rtx.no_grad()")
+
+
+def _inplace_write(name: str, t: Tensor, res: Tensor) -> Tensor:
+    """Write ``res`` (the out-of-place result) into ``t``'s buffer; bump its version."""
+    if kind_rank(res.dtype) > kind_rank(t.dtype):
+        raise RuntimeError(f"{name}(): result type {torch_name(res.dtype)} can't be cast to "
+                           f"the desired output type {torch_name(t.dtype)}")
+    t._value = t._ad.inner.inplace("copy", t._value, res._value)
+    bump_version(t)
+    return t
+
+
 register_tensor_type(Tensor)
+_bind_faces(Tensor=Tensor, _operand=operand, _inplace_guard=_inplace_guard,
+            _inplace_write=_inplace_write)

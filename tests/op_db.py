@@ -49,6 +49,12 @@ class OpInfo:
     ``compare``   like binary, bool result;
     ``reduction`` ``getattr(t, name)(dim, keepdim)``, ``ref(a, axis=, keepdims=)``;
     ``softmax``   ``getattr(rtx, name)(t, dim)``;
+    ``sampled``   ``call(*args, **kwargs)`` on each ``samples(rng, dtype)`` case (float
+                  arrays become tensors, ``Idx`` / ``Edges`` indices are passed raw, as
+                  rtx tensors and as IndexPlan / EdgeIndex), ``ref`` on the numpy
+                  arrays: values, float64 gradchecks, the declared in-place face and
+                  the tape's saved-buffer declaration (test_ops, test_autograd,
+                  test_version_counter);
     ``other``     only its backend call / bad inputs / own tests.
     """
 
@@ -73,6 +79,60 @@ class OpInfo:
     # getattr(rtx, name) (unary, binary) or the Tensor method (compare)
     fuzz: bool = True
     keeps_int: bool = False           # unary: an int input gives an int result (else float64)
+    # sampled: the cases (rng, dtype) -> [Sample]; gradchecks use the float64 ones
+    samples: Callable[[np.random.Generator, Any], list[Sample]] | None = None
+
+
+@dataclass(frozen=True)
+class Idx:
+    """An index argument of a sampled case: 1-D ints checked against ``rows``."""
+
+    values: np.ndarray
+    rows: int
+
+
+@dataclass(frozen=True)
+class Edges:
+    """An ``edge_index`` argument of a sampled case: ``[2, E]`` over (num_src, num_dst)."""
+
+    values: np.ndarray
+    num_src: int
+    num_dst: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One case of a ``sampled`` op: positional args (float arrays -> tensors, ``Idx`` /
+    ``Edges`` -> indices in each form, anything else as is) and keyword args."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    grad: bool = True                 # gradcheck this case (float64)
+
+
+INDEX_FORMS = ("raw", "tensor", "plan")
+
+
+def sample_args(s: Sample, form: str = "raw", requires_grad: bool = False) -> list[Any]:
+    """``s``'s rtx arguments, indices in ``form`` (raw numpy / rtx tensor / plan)."""
+    out: list[Any] = []
+    for a in s.args:
+        if isinstance(a, Idx):
+            out.append(a.values if form == "raw" else rtx.tensor(a.values) if form == "tensor"
+                       else rtx.IndexPlan(a.values, a.rows))
+        elif isinstance(a, Edges):
+            out.append(a.values if form == "raw" else rtx.tensor(a.values) if form == "tensor"
+                       else rtx.EdgeIndex(a.values, a.num_src, a.num_dst))
+        elif isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            out.append(rtx.tensor(a, requires_grad=requires_grad))
+        else:
+            out.append(a)
+    return out
+
+
+def sample_ref_args(s: Sample) -> list[Any]:
+    """``s``'s numpy arguments for the reference."""
+    return [a.values if isinstance(a, (Idx, Edges)) else a for a in s.args]
 
 
 # --------------------------------------------------------------- backend samples
@@ -128,6 +188,50 @@ def _softmax_ref(a: np.ndarray, dim: int) -> np.ndarray:
 def _log_softmax_ref(a: np.ndarray, dim: int) -> np.ndarray:
     m = a.max(axis=dim, keepdims=True)
     return (a - m) - np.log(np.exp(a - m).sum(axis=dim, keepdims=True))
+
+
+def _index_add_into_ref(x: np.ndarray, dim: int, index: np.ndarray, source: np.ndarray,
+                        alpha: float = 1) -> np.ndarray:
+    out = np.array(x, copy=True)
+    if out.ndim == 0:
+        return out + alpha * source * len(index)
+    np.add.at(np.moveaxis(out, dim, 0), index, alpha * np.moveaxis(source, dim, 0))
+    return out
+
+
+def _index_add_into_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def r(*shape: int) -> np.ndarray:
+        return rng.uniform(-2, 2, shape).astype(dtype)
+    return [
+        Sample((r(5, 3), 0, Idx(np.array([4, 0, 4, 2]), 5), r(4, 3))),
+        Sample((r(3, 5), 1, Idx(np.array([1, 1], np.int32), 5), r(3, 2)), {"alpha": 2.5}),
+        Sample((r(2, 3, 4), -1, Idx(np.array([3, 0, 3]), 4), r(2, 3, 3)), {"alpha": -1}),
+        Sample((r(4), 0, Idx(np.zeros(0, np.int64), 4), r(0))),
+        Sample((r(6, 2), 0, Idx(np.array([5]), 6), r(1, 2)), {"alpha": 0.5}),
+    ]
+
+
+def _segment_min_ref(src: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
+    out = np.full((n,) + src.shape[1:], np.inf, src.dtype)
+    np.minimum.at(out, index, src)            # NaN propagates
+    out[np.bincount(index, minlength=n) == 0] = 0
+    return out
+
+
+def _segment_min_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def distinct(*shape: int) -> np.ndarray:   # tie-free: the gradient is defined
+        n = int(np.prod(shape))
+        return (rng.permutation(n) * 0.37 - n * 0.15).reshape(shape).astype(dtype)
+    ties = np.array([[1.0, 2.0], [1.0, -3.0], [0.5, -3.0], [-0.0, 0.0]], dtype)
+    nan = np.array([[1.0], [np.nan], [0.0], [2.0]], dtype)
+    return [
+        Sample((distinct(6, 3), Idx(np.array([0, 2, 2, 0, 3, 2]), 5), 5)),  # 1 and 4 empty
+        Sample((distinct(5), Idx(np.array([1, 1, 0, 1, 0], np.int32), 2), 2)),
+        Sample((distinct(4, 2, 3), Idx(np.array([2, 0, 2, 2]), 3), 3)),
+        Sample((distinct(0, 3), Idx(np.zeros(0, np.int64), 3), 3)),
+        Sample((ties, Idx(np.array([0, 0, 1, 1]), 2), 2), grad=False),
+        Sample((nan, Idx(np.array([0, 0, 1, 0]), 2), 2), grad=False),
+    ]
 
 
 def _E(id: str, call: Callable[[rtx.Tensor], Any], exc: type[BaseException],
@@ -254,6 +358,19 @@ OPS: list[OpInfo] = [
     # ------------------------------------------------------------------ index
     OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), P3)),
     OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), P5, 5)),
+    # Tensor.index_add(dim, index, source, *, alpha=1) (and index_add_): PyTorch's
+    OpInfo("index_add_into", "index", "sampled",
+           lambda x, dim, index, source, alpha=1: x.index_add(dim, index, source, alpha=alpha),
+           _index_add_into_ref, samples=_index_add_into_samples,
+           errors=(_E("dtype", lambda t: t.index_add(0, [0], t[:1].double()
+                                                     if t.dtype == np.float32 else t[:1].float()),
+                      TypeError, "same dtype"),
+                   _E("shape", lambda t: t.index_add(0, [0], t[:1, :2]), ValueError, "outside dim"),
+                   _E("len", lambda t: t.index_add(1, [0, 1], t), ValueError, "len"),
+                   _E("bounds", lambda t: t.index_add(0, [2], t[:1]), IndexError, r"\[0, 2\)"),
+                   _E("dim", lambda t: t.index_add(2, [0], t), IndexError),
+                   _E("grad", lambda t: t.detach().requires_grad_().index_add_(0, [0], t[:1]),
+                      RuntimeError, "requires grad"))),
     # ---------------------------------------------------------------- segment
     # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
     OpInfo("segment_softmax", "segment",
@@ -270,7 +387,16 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.segment_max_backward(
                f(X4), B.segment_max(f(X), P4, 4)[1], P4, 3)),
     OpInfo("segment_min", "segment",
-           backend_call=lambda B, f: B.segment_min(f(X), P4, 4)[0]),
+           backend_call=lambda B, f: B.segment_min(f(X), P4, 4)[0],
+           kind="sampled", call=rtx.segment_min, ref=_segment_min_ref,
+           samples=_segment_min_samples,
+           errors=(_E("int", lambda t: rtx.segment_min(t.long(), [0, 1], 2), TypeError, "float"),
+                   _E("len", lambda t: rtx.segment_min(t, [0], 2), ValueError, "len"),
+                   _E("bounds", lambda t: rtx.segment_min(t, [0, 5], 2), IndexError,
+                      r"indices\[1\] = 5"),
+                   _E("rows", lambda t: rtx.segment_min(t, [0, 1], -1), ValueError, ">= 0"),
+                   _E("0-d", lambda t: rtx.segment_min(t.sum(), [0], 1), ValueError,
+                      "at least 1 dimension"))),
     OpInfo("segment_min_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_min_backward(
                f(X4), B.segment_min(f(X), P4, 4)[1], P4, 3)),

@@ -378,6 +378,19 @@ def test_composite_mlp_gradcheck_fast_and_slow():
     assert gradcheck(f, (x, w1, b1, w2), fast_mode=True)
 
 
+@pytest.mark.parametrize("name", op_db.names("sampled", differentiable=True))
+def test_sampled(name):
+    """float64 gradchecks of every case of a sampled op (op_db), indices given as
+    raw arrays and as checked plans."""
+    op = op_db.OP_DB[name]
+    for s in op.samples(np.random.default_rng(3), np.dtype(np.float64)):
+        if not s.grad:
+            continue
+        for form in ("raw", "plan"):
+            args = op_db.sample_args(s, form, requires_grad=True)
+            assert gradcheck(lambda *a, s=s: op.call(*a, **s.kwargs), args), (name, s)
+
+
 def test_every_rule_has_an_op_db_entry():
     """An op rule added without its op_db entry would have no value, gradient or
     fuzz test: fail here instead (and the differentiability flags must agree)."""

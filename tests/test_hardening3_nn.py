@@ -18,6 +18,7 @@ from _gat_reference import gat_conv_ref
 from conftest import tol
 
 import rtx
+from rtx.backend.index_plan import as_edge_index
 from rtx.datasets import synthetic_hetgraph
 from rtx.nn import GATConv, HeteroConv, HetGAT
 
@@ -107,62 +108,68 @@ def test_one_hetgat_in_threads_uses_each_threads_own_edges(fast_switching):
     assert wrong == []
 
 
-def test_gatconv_cache_follows_in_place_edits_and_keeps_a_private_copy():
-    """The cache compares by value with a private read-only copy, and builds
-    everything from that copy."""
+def test_edge_cache_follows_in_place_edits_and_keeps_a_private_copy():
+    """The raw-edge cache (``as_edge_index``, which GATConv and HetGAT use) compares
+    by value with the cached plan's private read-only copy, and builds everything
+    from that copy."""
     rng = np.random.default_rng(1)
     conv = GATConv(3, 2).double()
     x = rtx.tensor(rng.standard_normal((6, 3)))
     ei = rng.integers(0, 6, (2, 20))
     a = conv(x, ei).numpy()
-    entry = conv._edges.entry
-    assert entry is not None and not entry[1].flags.writeable
-    assert not np.shares_memory(entry[1], ei)
+    plan = as_edge_index(ei, 6, 6, "test")     # the plan conv used: a hit
+    assert as_edge_index(ei, 6, 6, "test") is plan
+    for p in (plan.src, plan.dst):
+        assert not p._idx.flags.writeable and not np.shares_memory(p._idx, ei)
     ei[1, :5] = (ei[1, :5] + 1) % 6            # changed in place: noticed
     b = conv(x, ei).numpy()
     fresh = GATConv(3, 2).double()
     fresh.load_state_dict(conv.state_dict())
     np.testing.assert_array_equal(b, fresh(x, ei).numpy())
     assert not np.array_equal(a, b)
-    assert conv._edges.entry is not entry      # replaced as a whole
+    again = as_edge_index(ei, 6, 6, "test")
+    assert again is not plan                   # a plan of the new edges, replaced as a whole
+    np.testing.assert_array_equal(again.dst.indices, ei[1])
 
 
-class _RacingNumpy:
-    """numpy, except that ``array_equal`` first lets "another thread" run
-    ``during()`` (once): what can happen while numpy compares without the GIL."""
+def _racing_compare(plan_mod, during):
+    """The cache's comparison (``memeq`` without the GIL), except that it first
+    lets "another thread" run ``during()`` (once): what can happen while the
+    cached edges are compared."""
+    compare = plan_mod._same_values
+    pending = [during]
 
-    def __init__(self, during):
-        self._during = during
-
-    def __getattr__(self, name):
-        return getattr(np, name)
-
-    def array_equal(self, a, b):
-        during, self._during = self._during, None
-        if during is not None:
-            during()
-        return np.array_equal(a, b)
+    def racing(row, idx):
+        if pending:
+            pending.pop()()
+        return compare(row, idx)
+    return racing
 
 
-def test_gatconv_cache_hit_returns_the_entry_it_compared(monkeypatch):
+def test_edge_cache_hit_returns_the_entry_it_compared(monkeypatch):
     """Deterministic form of the race: while the cached edges are compared,
-    another caller stores its own entry.  The hit must return the plan of the
-    entry that was compared (read once), not whatever is stored by then."""
-    import rtx.nn.conv.gat_conv as gat_mod
+    another caller stores its own entry under the same fingerprint.  The hit must
+    return the plan of the entry that was compared (read once), not whatever is
+    stored by then."""
+    import rtx.backend.index_plan as plan_mod
 
     rng = np.random.default_rng(13)
-    g1, g2 = rng.integers(0, 9, (2, 30)), rng.integers(0, 9, (2, 30))
-    cache = gat_mod._EdgeCache()
-    ei1, _, _ = cache.get(g1, 9, 9, True)
-    monkeypatch.setattr(gat_mod, "np", _RacingNumpy(lambda: cache.get(g2, 9, 9, True)))
-    ei, keep, loops = cache.get(g1, 9, 9, True)
-    assert ei is ei1 and loops == 9
-    np.testing.assert_array_equal(keep, g1[0] != g1[1])
-    assert cache.entry[3] is not ei1                  # the other caller's entry stays
+    g1 = rng.integers(0, 9, (2, 30))
+    g2 = g1.copy()
+    g2[0, 1] = (g2[0, 1] + 1) % 9              # not a sampled position: same fingerprint
+    cache = plan_mod._RawEdgeCache()
+    assert cache._key(g1, 9, 9) == cache._key(g2, 9, 9)
+    ei1 = cache.get(g1, 9, 9, "test")
+    monkeypatch.setattr(plan_mod, "_same_values",
+                        _racing_compare(plan_mod, lambda: cache.get(g2, 9, 9, "test")))
+    assert cache.get(g1, 9, 9, "test") is ei1
+    entries = cache._entries[cache._key(g1, 9, 9)]
+    assert len(entries) == 2 and entries[0][1] is ei1   # the other caller's entry stays
+    np.testing.assert_array_equal(entries[1][1].src.indices, g2[0])
 
 
-def test_hetgat_cache_hit_returns_the_entry_it_compared(monkeypatch):
-    import rtx.nn.models.hetgat as het_mod
+def test_hetgat_edges_hit_returns_the_entry_it_compared(monkeypatch):
+    import rtx.backend.index_plan as plan_mod
 
     g = synthetic_hetgraph(60, seed=6)
     x = {k: rtx.tensor(v) for k, v in g.x_dict.items()}
@@ -170,11 +177,41 @@ def test_hetgat_cache_hit_returns_the_entry_it_compared(monkeypatch):
     m = HetGAT(g.metadata(), g.num_features_dict, 8, g.num_classes, heads=2)
     et = g.edge_types[0]
     e1 = g.edge_index_dict[et]
+    n_src, n_dst = x[et[0]].shape[0], x[et[2]].shape[0]
     e2 = e1.copy()
-    e2[0] = e2[0][::-1]
+    e2[0, 1] = (e2[0, 1] + 1) % n_src        # not a sampled position: the same fingerprint
+    key = plan_mod._RAW_EDGES._key
+    assert key(e1, n_src, n_dst) == key(e2, n_src, n_dst)
     first = m._edges(et, {et: e1}, x)
-    monkeypatch.setattr(het_mod, "np", _RacingNumpy(lambda: m._edges(et, {et: e2}, x)))
+    monkeypatch.setattr(plan_mod, "_same_values",
+                        _racing_compare(plan_mod, lambda: m._edges(et, {et: e2}, x)))
     assert m._edges(et, {et: e1}, x) is first
+    np.testing.assert_array_equal(m._edges(et, {et: e2}, x).src.indices, e2[0])
+
+
+def test_edge_cache_entries_die_with_their_arrays_and_are_bounded():
+    """An entry lives while the array it was made from does, and the cache keeps
+    at most MAX entries (the oldest go first): it never holds edges nobody uses."""
+    import gc
+
+    import rtx.backend.index_plan as plan_mod
+
+    cache = plan_mod._RawEdgeCache()
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 5, (2, 12))
+    cache.get(a, 5, 5, "test")
+    assert len(cache) == 1
+    del a
+    gc.collect()
+    assert len(cache) == 0 and not cache._entries
+    keep = [rng.integers(0, 5, (2, 12)) for _ in range(cache.MAX + 5)]
+    plans = [cache.get(k, 5, 5, "test") for k in keep]
+    assert len(cache) == cache.MAX
+    assert cache.get(keep[-1], 5, 5, "test") is plans[-1]      # the newest are kept
+    assert cache.get(keep[0], 5, 5, "test") is not plans[0]     # the oldest went first
+    # lists cannot be weakly referenced: checked each time, never cached
+    lst = keep[1].tolist()
+    assert cache.get(lst, 5, 5, "test") is not cache.get(lst, 5, 5, "test")
 
 
 # --------------------------------------------- 4. bipartite output size as PyG
@@ -236,7 +273,7 @@ def test_gatconv_copies_after_forward_give_identical_outputs(how):
     plan_input = rtx.EdgeIndex(ei, 7)
     conv(x, plan_input, attr)                   # the cache now holds a plan key
     dup = copy.deepcopy(conv) if how == "deepcopy" else pickle.loads(pickle.dumps(conv))
-    assert dup._edges.entry is None             # the cache does not travel
+    assert "_edges" not in vars(dup)            # no edge cache in the module to travel
     assert isinstance(dup.att_src, rtx.nn.Parameter)
     np.testing.assert_array_equal(dup(x, ei, attr).numpy(), want)
     np.testing.assert_array_equal(dup(x, plan_input, attr).numpy(), want)
@@ -251,7 +288,7 @@ def test_hetgat_copies_after_forward_give_identical_outputs(how):
     m = HetGAT(g.metadata(), g.num_features_dict, 8, g.num_classes, heads=2)
     want = m(x, g.edge_index_dict).numpy()
     dup = copy.deepcopy(m) if how == "deepcopy" else pickle.loads(pickle.dumps(m))
-    assert dup._edge_cache == {}
+    assert "_edge_cache" not in vars(dup)       # no edge cache in the module to travel
     np.testing.assert_array_equal(dup(x, g.edge_index_dict).numpy(), want)
     with_plans = {et: rtx.EdgeIndex(e, x[et[0]].shape[0], x[et[2]].shape[0])
                   for et, e in g.edge_index_dict.items()}

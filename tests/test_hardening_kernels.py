@@ -92,10 +92,13 @@ def test_kernels_read_a_private_copy_checked_after_copying(itype):
     idx = np.array([0, 2, 1], dtype=itype)
     snap = snapshot(idx, 3, "index_select")
     assert is_index_snapshot(snap) and not np.shares_memory(snap, idx)
+    plan = rtx.IndexPlan(idx, 3)              # what the faces hand a backend
+    assert is_index_snapshot(plan._idx) and not np.shares_memory(plan._idx, idx)
     idx[:] = 1 << 30  # the user rewrites their array after validation
     x = np.arange(6.0).reshape(3, 2)
-    out = rtx.CpuBackend().index_select(x, snap)
-    np.testing.assert_array_equal(out, x[[0, 2, 1]])
+    for checked in (rtx.IndexPlan(snap, 3), plan):
+        out = rtx.CpuBackend().index_select(x, checked)
+        np.testing.assert_array_equal(out, x[[0, 2, 1]])
 
 
 @pytest.mark.parametrize("itype", [np.int32, np.int64])

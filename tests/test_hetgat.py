@@ -229,10 +229,14 @@ def test_edges_are_checked_once_and_shared_across_layers():
                target="item").double()
     xt = _t(x)
     first = m(xt, ei).numpy()
-    plans = {et: m._edge_cache[et][2] for et in EDGE_TYPES}
-    again = m(xt, {k: v.copy() for k, v in ei.items()})  # equal values: same plans
+    plans = {et: m._edges(et, ei, xt) for et in EDGE_TYPES}  # the plans the forward used
+    copies = {k: v.copy() for k, v in ei.items()}
+    again = m(xt, copies)                                 # equal values: same plans
     np.testing.assert_array_equal(again.numpy(), first)
-    assert all(m._edge_cache[et][2] is plans[et] for et in EDGE_TYPES)
+    assert all(m._edges(et, copies, xt) is plans[et] for et in EDGE_TYPES)
+    # every layer's GATConv of a relation takes its self-loops from that one plan
+    assert plans[("item", "similar", "item")].with_self_loops() is plans[
+        ("item", "similar", "item")].with_self_loops()
     # an array changed in place is noticed
     changed = {k: v.copy() for k, v in ei.items()}
     changed[("user", "buys", "item")][1, 0] = (changed[("user", "buys", "item")][1, 0] + 1) % 5

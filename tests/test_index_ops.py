@@ -179,8 +179,9 @@ def test_kernel_on_readonly_numpy_input():
     B = rtx.CpuBackend()
     x = np.arange(20, dtype=np.float32).reshape(10, 2)
     x.flags.writeable = False
-    np.testing.assert_array_equal(B.index_select(x, [9, 0]), x[[9, 0]])
-    np.testing.assert_array_equal(B.index_add(x, [1] * 10, 2), np_add_at(x, [1] * 10, 2))
+    np.testing.assert_array_equal(B.index_select(x, rtx.IndexPlan([9, 0], 10)), x[[9, 0]])
+    np.testing.assert_array_equal(B.index_add(x, rtx.IndexPlan([1] * 10, 2), 2),
+                                  np_add_at(x, [1] * 10, 2))
 
 
 # --------------------------------------------------------------- bad input
@@ -431,8 +432,9 @@ def test_backend_default_bodies_match_cpu_kernels(dtype, shape, force_parallel):
     """Backend's host round-trip defaults and CpuBackend's kernels: the same bits."""
     rng = np.random.default_rng(6)
     x = rng.standard_normal(shape).astype(dtype)
-    idx = rng.integers(0, 40, 300).astype(np.int32)
+    raw = rng.integers(0, 40, 300).astype(np.int32)
     src = rng.standard_normal((300,) + shape[1:]).astype(dtype)
+    idx = rtx.IndexPlan(raw, 40)   # backends take checked plans (the faces make them)
     cpu, minimal = rtx.CpuBackend(), rtx.MinimalBackend()
     rtx.set_num_threads(2)
     for B in (cpu, minimal):

@@ -282,3 +282,51 @@ def test_bad_input_raises_and_leaves_inputs(backend, dtype, op, case):
         case.call(t)
     np.testing.assert_array_equal(a, a0)
     np.testing.assert_array_equal(t.numpy(), a0)
+
+
+# -------------------------------------------------------- sampled (op_db)
+SAMPLED = op_db.names("sampled")
+
+
+@pytest.mark.parametrize("form", op_db.INDEX_FORMS)
+@pytest.mark.parametrize("name", SAMPLED)
+def test_sampled_values(backend, dtype, name, form):
+    """Every case of a sampled op against its numpy reference, with its indices given
+    raw, as an rtx tensor and as a checked plan; the inputs are left untouched."""
+    op = op_db.OP_DB[name]
+    for s in op.samples(np.random.default_rng(7), dtype):
+        args = op_db.sample_args(s, form)
+        before = [a.numpy().copy() if isinstance(a, rtx.Tensor) else None for a in args]
+        with np.errstate(invalid="ignore"):
+            check(op.call(*args, **s.kwargs), op.ref(*op_db.sample_ref_args(s), **s.kwargs),
+                  dtype)
+        for a, b in zip(args, before, strict=True):
+            if b is not None:
+                np.testing.assert_array_equal(a.numpy(), b)
+
+
+def _inplace_faces():
+    from rtx._autodiff.ops import OPS
+    out = []
+    for name in SAMPLED:
+        faces = OPS[name].faces
+        if "inplace" in faces:
+            method = next(f.partition(":")[2] or name for f in faces if f.startswith("method"))
+            out.append((name, method))
+    return out
+
+
+@pytest.mark.parametrize("name,method", _inplace_faces())
+def test_sampled_inplace_face(backend, dtype, name, method):
+    """A declared in-place face (``Tensor.<method>_``) writes the out-of-place
+    result into the tensor (same object, version bumped) and refuses a result of
+    a higher kind."""
+    op = op_db.OP_DB[name]
+    for s in op.samples(np.random.default_rng(8), dtype):
+        args = op_db.sample_args(s)
+        want = op.ref(*op_db.sample_ref_args(s), **s.kwargs)
+        t = args[0]
+        v = t._version
+        assert getattr(t, method + "_")(*args[1:], **s.kwargs) is t
+        check(t, want, dtype)
+        assert t._version == v + 1

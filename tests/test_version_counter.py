@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import op_db
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -225,20 +226,36 @@ def _op_calls():
     }
 
 
-@pytest.mark.parametrize("name", sorted(_op_calls()))
+def _sampled_calls():
+    """op_db's sampled ops: their first case, every float input requiring grad."""
+    out = {}
+    for info in op_db.ops("sampled", differentiable=True):
+        s = info.samples(np.random.default_rng(0), np.dtype(np.float64))[0]
+        out[info.name] = (lambda info=info, s=s: info.call(
+            *op_db.sample_args(s, requires_grad=True), **s.kwargs))
+    return out
+
+
+def _all_calls():
+    return {**_op_calls(), **_sampled_calls()}
+
+
+@pytest.mark.parametrize("name", sorted(_all_calls()))
 def test_declared_saves_match_what_the_forward_saves(name, monkeypatch):
     """Each op's static ``saves`` equals what inspecting its ctx finds (the
     declaration is a fast path; a wrong one would miss a modified buffer)."""
     from rtx.autograd.ops import OPS
 
-    call = _op_calls()[name]
+    call = _all_calls()[name]
     declared = call()._node.versions or []
     for op in OPS.values():
         monkeypatch.setattr(op, "saves", None)
     inspected = call()._node.versions or []
     assert [v[2] for v in declared] == [v[2] for v in inspected]
-    assert set(OPS) <= {k.split("_scalar")[0].replace("rpow", "pow").replace("_adv", "")
-                        for k in _op_calls()}
+    # every recorded rule is covered (comparisons are never recorded: they save nothing)
+    recorded = {n for n, op in OPS.items() if op.differentiable}
+    assert recorded <= {k.split("_scalar")[0].replace("rpow", "pow").replace("_adv", "")
+                        for k in _all_calls()}
 
 
 def test_where_mask_modified_after_forward_raises(backend, dtype):

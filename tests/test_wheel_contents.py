@@ -117,6 +117,8 @@ def test_installed_files_have_no_build_leftovers():
     rtx_files = [f for f in files if f.startswith("rtx/")]
     assert any(f.startswith("rtx/_kernels.") and f.endswith((".so", ".pyd")) for f in rtx_files)
     assert "rtx/py.typed" in rtx_files and "rtx/_kernels.pyi" in rtx_files
+    # the generated faces' stubs: what type checkers read for Tensor.relu, rtx.add, ...
+    assert "rtx/_faces.pyi" in rtx_files and "rtx/nn/_faces.pyi" in rtx_files
     leftovers = [f for f in rtx_files if f.endswith((".c", ".o", ".obj", ".pyx", ".pxi", ".pxd"))]
     assert leftovers == [], leftovers
     assert not any(f.startswith(("build/", "tests/", "benchmarks/")) for f in files)

@@ -6,13 +6,13 @@
 They are each other's adjoint.  The backends take the indices as a checked
 ``IndexPlan`` (``select_plan`` / ``add_plan``: the O(1) facts the kernels' memory
 safety needs; no index is checked again).  The validation of raw user indices
-(``check_select`` / ``check_add``, ``snapshot``, ``freeze_indices``) runs before
+(``IndexPlan``, ``snapshot``, ``freeze_indices``) runs before
 anything is written: indices must be a 1-D int32/int64 array (``TypeError``),
 every index in ``[0, n)`` (``IndexError`` naming the first bad position),
 ``len(idx) == src.shape[0]`` for ``index_add`` (``ValueError``), ``num_rows`` a
 non-negative int (``TypeError`` / ``ValueError``).  Negative indices are
-rejected, never wrapped.  (Raw indices still reach the index ops' backend bodies
-from ``Tensor.index_select`` / ``index_add`` until those faces make plans.)
+rejected, never wrapped.  A backend body given raw indices raises ``TypeError``:
+the faces make the plan.
 """
 
 from __future__ import annotations
@@ -76,51 +76,17 @@ def check_num_rows(num_rows: Any) -> int:
     return check_rows(num_rows, "index_add")
 
 
-def _plan_indices(plan: Any, rows: int, length: int | None, op: str) -> np.ndarray:
-    """A checked IndexPlan's indices, after checking it fits this call."""
-    if plan.num_rows != rows:
-        raise ValueError(f"{op}(): the IndexPlan was checked against {plan.num_rows} rows, "
-                         f"but this call has {rows}")
-    if length is not None and len(plan) != length:
-        raise ValueError(f"{op}(): len(indices) = {len(plan)} must equal src.shape[0] = {length}")
-    return plan._idx
-
-
-def check_select(shape: tuple[int, ...], indices: Any) -> np.ndarray:
-    if len(shape) < 1:
-        raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
-    if isinstance(indices, IndexPlan):
-        return _plan_indices(indices, shape[0], None, "index_select")
-    idx = as_index_array(indices, "index_select")
-    return snapshot(idx, shape[0], "index_select")
-
-
-def check_add(shape: tuple[int, ...], itemsize: int, indices: Any, num_rows: Any) -> tuple[
-    np.ndarray, int
-]:
-    if len(shape) < 1:
-        raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
-    if isinstance(indices, IndexPlan):
-        n = check_num_rows(num_rows)
-        return _plan_indices(indices, n, shape[0], "index_add"), n
-    idx = as_index_array(indices, "index_add")
-    n = check_num_rows(num_rows)
-    if idx.shape[0] != shape[0]:
-        raise ValueError(
-            f"index_add(): len(indices) = {idx.shape[0]} must equal src.shape[0] = {shape[0]}"
-        )
-    idx = snapshot(idx, n, "index_add")
-    row = 1
-    for d in shape[1:]:
-        row *= d
-    if n * row * itemsize > sys.maxsize:
-        raise MemoryError(f"index_add(): an output of {n} rows x {row} elements is too large")
-    return idx, n
+def _require_plan(plan: Any, op: str) -> None:
+    if type(plan) is not IndexPlan:
+        raise TypeError(f"{op}(): a backend takes a checked rtx.IndexPlan, got "
+                        f"{type(plan).__name__} (rtx.{op} and Tensor.{op} make one from "
+                        "raw indices)")
 
 
 def select_plan(shape: tuple[int, ...], plan: IndexPlan) -> IndexPlan:
     """The O(1) facts an ``index_select`` over a checked plan needs (its memory
     safety: every index is below ``plan.num_rows``, which must be ``x``'s rows)."""
+    _require_plan(plan, "index_select")
     if len(shape) < 1:
         raise ValueError("index_select(): x must have at least 1 dimension, got a 0-d tensor")
     if plan.num_rows != shape[0]:
@@ -132,6 +98,7 @@ def select_plan(shape: tuple[int, ...], plan: IndexPlan) -> IndexPlan:
 def add_plan(shape: tuple[int, ...], plan: IndexPlan, num_rows: Any) -> IndexPlan:
     """The O(1) facts an ``index_add`` over a checked plan needs: one index per
     row of ``src``, ``num_rows`` the plan's row count (the output's rows)."""
+    _require_plan(plan, "index_add")
     if len(shape) < 1:
         raise ValueError("index_add(): src must have at least 1 dimension, got a 0-d tensor")
     try:
@@ -161,18 +128,12 @@ class IndexOps(Family):
 
     def index_select(self, x: Any, indices: Any) -> Any:
         shape = tuple(self.shape(x))  # type: ignore[attr-defined]
-        if type(indices) is IndexPlan:
-            idx = select_plan(shape, indices)._idx
-        else:  # TODO(S1 faces): until every face passes a plan
-            idx = check_select(shape, indices)
+        idx = select_plan(shape, indices)._idx
         return self._host(lambda a: np.take(a, idx, axis=0), x)
 
     def index_add(self, src: Any, indices: Any, num_rows: int) -> Any:
         shape = tuple(self.shape(src))  # type: ignore[attr-defined]
         dt = np.dtype(self.dtype(src))  # type: ignore[attr-defined]
-        if type(indices) is IndexPlan:
-            idx, n = add_plan(shape, indices, num_rows)._idx, indices.num_rows
-            check_output(n, shape, dt.itemsize, "index_add")
-        else:  # TODO(S1 faces): until every face passes a plan
-            idx, n = check_add(shape, dt.itemsize, indices, num_rows)
+        idx, n = add_plan(shape, indices, num_rows)._idx, indices.num_rows
+        check_output(n, shape, dt.itemsize, "index_add")
         return self._host(lambda a: np_index_add(a, idx, n), src)

@@ -13,8 +13,12 @@ source, row 1 target, as PyG) as two plans: ``src`` (over ``num_src`` rows) and
 ``dst`` (over ``num_dst`` rows), each with its own lazily cached grouping.
 
 Kernels given a plan need no re-validation: nobody can change its indices.
-Ops given raw indices wrap them in a temporary plan (nothing is cached across
-calls).
+The public faces turn raw indices into a plan once per call (``as_plan``);
+the rules and backends take only plans and never check again.  A raw
+``edge_index`` passed on every forward (as PyTorch code does) is cached
+(``as_edge_index``): the same edges again cost a comparison with the cached
+plan's private copy (no check, no copy, no grouping), see ``_RawEdgeCache``.
+``EdgeIndex.with_self_loops()`` is cached on the plan, as PyG caches a rowptr.
 
 The plan's own arrays never leave it.  A read-only numpy array is no
 protection: numpy's ``__dlpack__`` exports it (a versioned capsule flagged
@@ -27,14 +31,17 @@ copies in plain numpy memory; rtx's kernels use the private ``_idx`` and
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
-from typing import Any
+import weakref
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._kernels import Storage, csr_build, is_index_snapshot, snapshot_indices
+from .._dtypes import check_rows
+from .._kernels import Storage, csr_build, is_index_snapshot, memeq, snapshot_indices
 from ._index_check import _index_error, as_index_array
 
 
@@ -56,18 +63,7 @@ def _public_copy(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_rows(num_rows: Any, op: str, what: str = "num_rows") -> int:
-    if isinstance(num_rows, (bool, np.bool_)):
-        raise TypeError(f"{op}(): {what} must be an int, got bool")
-    try:
-        import operator
-
-        n = operator.index(num_rows)
-    except TypeError:
-        raise TypeError(f"{op}(): {what} must be an int, got {type(num_rows).__name__}") from None
-    if n < 0:
-        raise ValueError(f"{op}(): {what} must be >= 0, got {n}")
-    return n
+_check_rows = check_rows  # the one row-count check (rtx._dtypes)
 
 
 def _host_indices(indices: Any) -> Any:
@@ -80,25 +76,40 @@ def _host_indices(indices: Any) -> Any:
 class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
-    __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "__weakref__")
+    __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "_transient", "__weakref__")
     _idx: np.ndarray
     _num_rows: int
     _csr: tuple[np.ndarray, np.ndarray] | None
     _lock: threading.Lock
+    # made by a face from raw indices for one call (and its backward): a backend
+    # may skip building the grouping (the CPU index_add's group-free path)
+    _transient: bool
 
     def __init__(self, indices: Any, num_rows: int, *, _op: str = "IndexPlan") -> None:
         n = _check_rows(num_rows, _op)
         if isinstance(indices, IndexPlan):
             indices = indices._idx
-        arr = as_index_array(_host_indices(indices), _op)
-        # an immutable snapshot (its buffer refuses writers), checked after the copy
+        self._init(as_index_array(_host_indices(indices), _op), n, _op)
+
+    def _init(self, arr: np.ndarray, n: int, op: str) -> None:
+        """The one bounds check: an immutable snapshot of ``arr`` (its buffer refuses
+        writers), checked after the copy, so no other thread can change what was
+        checked."""
         own, bad = snapshot_indices(arr, min(n, sys.maxsize))
         if bad >= 0:
-            raise _index_error(_op, bad, int(own[bad]), n)
+            raise _index_error(op, bad, int(own[bad]), n)
         self._idx = own
         self._num_rows = n
         self._csr = None
         self._lock = threading.Lock()
+        self._transient = False
+
+    @classmethod
+    def _from_array(cls, arr: np.ndarray, n: int, op: str) -> IndexPlan:
+        """A plan of ``arr`` (from ``as_index_array``) over a checked row count ``n``."""
+        self = cls.__new__(cls)
+        self._init(arr, n, op)
+        return self
 
     @classmethod
     def _trusted(cls, indices: np.ndarray, num_rows: int,
@@ -111,12 +122,14 @@ class IndexPlan:
         buffer refuses writers; checked below); the check proves every index in
         ``[0, num_rows)``, and the caller's kernel proves it by construction (the
         neighbour sampler's local ids are positions in the ``n_id`` it wrote
-        itself).  ``csr``, when given, is cached as the grouping: it must be what
-        ``csr()`` would compute (the sampler's edges come out sorted by
-        destination, so it is their pointers and the identity permutation) and
-        must be snapshots too.  Only the O(1) properties are checked here (kind of
-        memory, dtype, lengths); the range and the grouping are the caller's proof,
-        which tests/test_sampler.py checks against a brute-force reference.
+        itself; ``EdgeIndex.with_self_loops`` keeps a subset of checked indices and
+        appends ``arange(min(num_src, num_dst))``).  ``csr``, when given, is cached
+        as the grouping: it must be what ``csr()`` would compute (the sampler's
+        edges come out sorted by destination, so it is their pointers and the
+        identity permutation) and must be snapshots too.  Only the O(1) properties
+        are checked here (kind of memory, dtype, lengths); the range and the
+        grouping are the caller's proof, which tests/test_sampler.py checks against
+        a brute-force reference.
         """
         if not is_index_snapshot(indices):
             raise TypeError("IndexPlan._trusted: the indices must be an rtx index snapshot")
@@ -133,6 +146,7 @@ class IndexPlan:
         self._num_rows = n
         self._csr = csr
         self._lock = threading.Lock()
+        self._transient = False
         return self
 
     @property
@@ -217,18 +231,40 @@ class IndexPlan:
         IndexPlan.__init__(self, slots["_idx"], slots["_num_rows"])
 
 
+def _derived(arr: np.ndarray, n: int) -> IndexPlan:
+    """A plan of indices derived from checked ones (each in ``[0, n)`` by
+    construction): a private snapshot, no second bounds check."""
+    return IndexPlan._trusted(snapshot_indices(np.ascontiguousarray(arr), -1)[0], n)
+
+
+class SelfLoops(NamedTuple):
+    """What ``EdgeIndex.with_self_loops()`` did: ``kept`` (the positions, in the
+    original edges, of those it kept, in order; a plan over their count),
+    ``kept_dst`` (their targets, over ``num_dst``) and ``num_loops`` (appended
+    after them)."""
+
+    kept: IndexPlan
+    kept_dst: IndexPlan
+    num_loops: int
+
+
 class EdgeIndex:
     """A ``[2, E]`` edge list (row 0 source, row 1 target) as two checked plans.
 
     ``EdgeIndex(edge_index, num_src, num_dst=None)``: sources are checked
     against ``num_src`` and targets against ``num_dst`` (default ``num_src``).
     ``src`` / ``dst`` are the ``IndexPlan`` s; the target plan's grouping drives
-    message passing, the source plan's its gradient.
+    message passing, the source plan's its gradient.  ``with_self_loops()``
+    gives (once, then from a cache on the plan) the edges GAT attends over.
     """
 
-    __slots__ = ("src", "dst", "__weakref__")
+    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_lock", "__weakref__")
     src: IndexPlan
     dst: IndexPlan
+    # for an EdgeIndex made by with_self_loops(): where its edges came from
+    self_loop_info: SelfLoops | None
+    _loops: EdgeIndex | None
+    _lock: threading.Lock
 
     def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
                  _op: str = "EdgeIndex") -> None:
@@ -250,16 +286,26 @@ class EdgeIndex:
                     f"{op}(): edge_index must be 2-D [2, E], got shape {tuple(ei.shape)}")
             if ei.shape[0] != 2:
                 raise ValueError(
-                    f"{op}(): edge_index must have 2 rows (source, target), got shape "
-                    f"{tuple(ei.shape)}")
+                    f"{op}(): edge_index must have 2 rows (source, target), i.e. shape "
+                    f"[2, E], got shape {tuple(ei.shape)}")
             if ei.shape[1] == 0 and ei.dtype.kind == "f":
                 ei = ei.astype(np.int64)
+            if ei.dtype.kind not in "iu":
+                raise TypeError(f"{op}(): edge_index must be an integer [2, E] array, got "
+                                f"dtype {ei.dtype}")
             src, dst = ei[0], ei[1]
         self.src = IndexPlan(src, ns, _op=f"{op}: edge_index[0] (sources)")
         self.dst = IndexPlan(dst, nd, _op=f"{op}: edge_index[1] (targets)")
+        self._init_caches()
+
+    def _init_caches(self, info: SelfLoops | None = None) -> None:
+        self.self_loop_info = info
+        self._loops = None
+        self._lock = threading.Lock()
 
     @classmethod
-    def _trusted(cls, src: IndexPlan, dst: IndexPlan) -> EdgeIndex:
+    def _trusted(cls, src: IndexPlan, dst: IndexPlan,
+                 info: SelfLoops | None = None) -> EdgeIndex:
         """An edge index over two plans built by ``IndexPlan._trusted`` (or checked
         ones), without copying them again.  Private (see ``IndexPlan._trusted``)."""
         if not (isinstance(src, IndexPlan) and isinstance(dst, IndexPlan)):
@@ -269,7 +315,39 @@ class EdgeIndex:
         self = cls.__new__(cls)
         self.src = src
         self.dst = dst
+        self._init_caches(info)
         return self
+
+    def with_self_loops(self) -> EdgeIndex:
+        """These edges without their self-loops, then one loop ``(i, i)`` per node
+        ``i < min(num_src, num_dst)`` (PyG's ``remove_self_loops`` +
+        ``add_self_loops``: what ``GATConv(add_self_loops=True)`` attends over).
+
+        Built once (no second bounds check: every index comes from this plan or
+        is a loop) and cached on this plan, so every layer and every forward on
+        the same graph shares it.  Its ``self_loop_info`` says which of these
+        edges it kept (``kept``: a plan of their positions, over ``num_edges``;
+        ``kept_dst``: their targets, over ``num_dst``) and how many loops it added.
+        """
+        loops = self._loops
+        if loops is None:
+            with self._lock:
+                loops = self._loops
+                if loops is None:
+                    loops = self._loops = self._build_loops()
+        return loops
+
+    def _build_loops(self) -> EdgeIndex:
+        src, dst = self.src._idx, self.dst._idx
+        n_loops = min(self.num_src, self.num_dst)
+        kept = np.flatnonzero(src != dst)
+        ar = np.arange(n_loops, dtype=np.int64)
+        s = np.concatenate([src[kept].astype(np.int64, copy=False), ar])
+        d_kept = dst[kept].astype(np.int64, copy=False)
+        d = np.concatenate([d_kept, ar])
+        info = SelfLoops(_derived(kept, self.num_edges), _derived(d_kept, self.num_dst),
+                         n_loops)
+        return EdgeIndex._trusted(_derived(s, self.num_src), _derived(d, self.num_dst), info)
 
     @property
     def num_edges(self) -> int:
@@ -305,9 +383,7 @@ class EdgeIndex:
         if type(src) is not IndexPlan or type(dst) is not IndexPlan or len(src) != len(dst):
             raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
                             "plans of the same length)")
-        self = cls.__new__(cls)
-        self.src, self.dst = src, dst
-        return self
+        return cls._trusted(src, dst)
 
     def __setstate__(self, state: Any) -> None:
         slots = state[1] if isinstance(state, tuple) and len(state) == 2 else state
@@ -318,31 +394,137 @@ class EdgeIndex:
             raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
                             "plans of the same length)")
         self.src, self.dst = src, dst
+        self._init_caches()
 
 
-def as_plan(indices: Any, num_rows: int, op: str, length: int | None = None) -> IndexPlan:
-    """``indices`` as a checked plan over ``num_rows`` (a given plan is reused
-    when it was checked against the same row count); ``length``: required len."""
+def as_plan(indices: Any, num_rows: int, op: str, length: int | None = None,
+            what: str | None = None) -> IndexPlan:
+    """``indices`` as a checked plan over ``num_rows`` (a given plan is reused when
+    it was checked against the same row count); ``length``: the length the op
+    needs (``what``: whose, for the message).  Raw indices are converted, their
+    length compared, then copied and bounds-checked once (``IndexPlan``)."""
     if isinstance(indices, IndexPlan):
         n = _check_rows(num_rows, op)
         if indices.num_rows != n:
             raise ValueError(
                 f"{op}(): the IndexPlan was checked against {indices.num_rows} rows, "
                 f"but this call needs {n}")
-        plan = indices
-    else:
-        plan = IndexPlan(indices, num_rows, _op=op)
-    if length is not None and len(plan) != length:
-        raise ValueError(f"{op}(): len(index) = {len(plan)} must equal {length}")
+        if length is not None and len(indices) != length:
+            raise ValueError(f"{op}(): len(indices) = {len(indices)} must equal "
+                             f"{what or 'the data length'} = {length}")
+        return indices
+    n = _check_rows(num_rows, op)
+    arr = as_index_array(_host_indices(indices), op)
+    if length is not None and arr.shape[0] != length:
+        raise ValueError(f"{op}(): len(indices) = {arr.shape[0]} must equal "
+                         f"{what or 'the data length'} = {length}")
+    plan = IndexPlan._from_array(arr, n, op)
+    plan._transient = True
     return plan
 
 
 def as_edge_index(edge_index: Any, num_src: int, num_dst: int, op: str) -> EdgeIndex:
-    """``edge_index`` as an ``EdgeIndex`` over (num_src, num_dst), reusing a given one."""
+    """``edge_index`` as an ``EdgeIndex`` over (num_src, num_dst): a given one is
+    reused (its sizes must match); raw edges (a numpy array or an rtx tensor)
+    come from the cache of checked edges while they are equal (see
+    ``_RawEdgeCache``), else are checked once and cached."""
     if isinstance(edge_index, EdgeIndex):
         if edge_index.num_src != num_src or edge_index.num_dst != num_dst:
             raise ValueError(
                 f"{op}(): the EdgeIndex was built for {edge_index.num_src} source and "
                 f"{edge_index.num_dst} target nodes, but this call has {num_src} and {num_dst}")
         return edge_index
-    return EdgeIndex(edge_index, num_src, num_dst, _op=op)
+    return _RAW_EDGES.get(edge_index, num_src, num_dst, op)
+
+
+def _same_values(row: np.ndarray, idx: np.ndarray) -> bool:
+    """Whether a raw edge row holds exactly a plan's indices: ``memeq`` (a
+    ``memcmp`` without the GIL and without temporaries) when the layouts agree,
+    ``np.array_equal`` for any other dtype or a strided row."""
+    if row.dtype == idx.dtype and row.flags.c_contiguous and idx.flags.c_contiguous:
+        return bool(memeq(row, idx))
+    return bool(np.array_equal(row, idx))
+
+
+class _RawEdgeCache:
+    """Checked ``EdgeIndex`` es of the raw edge arrays seen lately, so a raw
+    ``edge_index`` passed on every forward is checked (and grouped, and given
+    self-loops) once.
+
+    Safety: a hit needs the SAME VALUES, compared with the cached plan's own
+    private copy (``memeq``: no check, no copy, no grouping), so an
+    array changed in place, a numpy array shared with a tensor
+    (``rtx.from_numpy``) or a tensor written through a numpy / DLPack view is
+    never mistaken for its old edges; an equal copy is a hit.  Lookup is by a
+    fingerprint (dtype, E, the row counts and a few sampled values); an entry
+    lives while the array (or tensor) it was made from does (a weak reference)
+    and at most ``MAX`` entries are kept (the oldest go first).
+
+    Thread-safe without holding a lock while comparing: the entries of a
+    fingerprint are one immutable tuple, read once; a caller returns the plan
+    of the entry it compared, so another thread replacing the tuple meanwhile
+    (``memeq`` releases the GIL) cannot hand it a plan of other
+    edges.  Inserts and evictions take ``_lock``.
+    """
+
+    MAX = 32
+    SAMPLES = 8
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Any, ...], tuple[tuple[Any, EdgeIndex], ...]] = {}
+        self._order: list[tuple[tuple[Any, ...], Any]] = []  # (key, ref) oldest first
+        self._lock = threading.RLock()  # a weakref callback may run inside a locked block
+
+    def _key(self, a: np.ndarray, ns: int, nd: int) -> tuple[Any, ...]:
+        E = a.shape[1]
+        pos = np.linspace(0, E - 1, min(E, self.SAMPLES)).astype(np.intp) if E else ()
+        sample = tuple(a[:, pos].ravel().tolist()) if E else ()
+        return (a.dtype.str, E, ns, nd, sample)
+
+    def get(self, edge_index: Any, num_src: int, num_dst: int, op: str) -> EdgeIndex:
+        ns = _check_rows(num_src, op, "num_src")
+        nd = _check_rows(num_dst, op, "num_dst")
+        a = _host_indices(edge_index)
+        if (type(a) is not np.ndarray or a.ndim != 2 or a.shape[0] != 2
+                or a.dtype.kind not in "iu"):
+            return EdgeIndex(edge_index, ns, nd, _op=op)  # not cacheable: checked each time
+        key = self._key(a, ns, nd)
+        for _, ei in self._entries.get(key, ()):  # one read of one immutable tuple
+            if _same_values(a[0], ei.src._idx) and _same_values(a[1], ei.dst._idx):
+                return ei
+        ei = EdgeIndex(a, ns, nd, _op=op)
+        try:
+            ref = weakref.ref(edge_index, functools.partial(self._drop, key))
+        except TypeError:  # not weak-referenceable (a list): not cached
+            return ei
+        with self._lock:
+            self._entries[key] = self._entries.get(key, ()) + ((ref, ei),)
+            self._order.append((key, ref))
+            while len(self._order) > self.MAX:
+                k, r = self._order.pop(0)
+                self._remove(k, r)
+        return ei
+
+    def _remove(self, key: tuple[Any, ...], ref: Any) -> None:
+        kept = tuple(e for e in self._entries.get(key, ()) if e[0] is not ref)
+        if kept:
+            self._entries[key] = kept
+        else:
+            self._entries.pop(key, None)
+
+    def _drop(self, key: tuple[Any, ...], ref: Any) -> None:
+        """The array an entry was made from is gone: so is the entry."""
+        with self._lock:
+            self._remove(key, ref)
+            self._order = [(k, r) for k, r in self._order if r is not ref]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._order.clear()
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
+_RAW_EDGES = _RawEdgeCache()

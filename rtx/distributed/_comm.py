@@ -11,7 +11,6 @@ through one host copy each way, written back with the tensor's in-place API.
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..backend.cpu import empty
 from ..tensor import Tensor
+from ..tensor import bump_version as _bump_version
 
 _MPI: Any = None
 _COMM: Any = None
@@ -144,9 +144,7 @@ def bump_version(t: Tensor) -> None:
     """Record an in-place write that bypassed the tensor's in-place API (MPI
     wrote into its buffer) in rtx's version counter, where rtx has one, so
     that a backward pass that saved this buffer refuses to use stale data."""
-    bump = getattr(importlib.import_module("..tensor", __package__), "_bump", None)
-    if bump is not None:
-        bump(t)
+    _bump_version(t)
 
 
 def _mark_written(t: Tensor, buf: np.ndarray, zero_copy: bool) -> None:

@@ -1,10 +1,16 @@
-"""Activation modules: thin wrappers over ``rtx.nn.functional``."""
+"""Activation modules: thin wrappers over ``rtx.nn.functional``; their defaults are
+the ops' declared ones (``rtx/_autodiff/ops/activation.py``), written once."""
 
 from __future__ import annotations
 
+from .._autodiff.ops import OPS
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
+
+_SLOPE = OPS["leaky_relu"].defaults["negative_slope"]
+_ALPHA = OPS["elu"].defaults["alpha"]
+_DIM = OPS["softmax"].defaults["dim"]
 
 
 class ReLU(Module):
@@ -13,7 +19,7 @@ class ReLU(Module):
 
 
 class LeakyReLU(Module):
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = _SLOPE) -> None:
         super().__init__()
         self.negative_slope = negative_slope
 
@@ -25,7 +31,7 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
-    def __init__(self, alpha: float = 1.0) -> None:
+    def __init__(self, alpha: float = _ALPHA) -> None:
         super().__init__()
         self.alpha = alpha
 
@@ -37,7 +43,7 @@ class ELU(Module):
 
 
 class Softmax(Module):
-    def __init__(self, dim: int = -1) -> None:
+    def __init__(self, dim: int = _DIM) -> None:
         super().__init__()
         self.dim = dim
 

@@ -1,7 +1,10 @@
 """``rtx.nn.functional``: activations, dropout and losses (PyTorch's semantics).
 
-Graph ops (``segment_softmax``, ``message_passing`` and the other segment ops)
-live in ``rtx.graph_ops`` and are re-exported here, as PyG users expect.
+The declared ops' functions (``relu``, ``leaky_relu``, ``softmax``, the graph
+ops ``segment_softmax``, ``message_passing``, ...) are generated from their
+declarations (``rtx/_faces.py``) and come through ``rtx/nn/_faces.py``: the
+same function objects as ``rtx.<name>``.  Dropout and the losses are written
+below.
 """
 
 from __future__ import annotations
@@ -13,45 +16,10 @@ import numpy as np
 
 from ..autograd.ops import OPS
 from ..creation import Generator, _rng
-from ..functional import _t
-from ..functional import elu as _elu
-from ..functional import leaky_relu as _leaky_relu
-from ..functional import log_softmax as _log_softmax
-from ..functional import relu as _relu
-from ..functional import softmax as _softmax
-from ..graph_ops import (
-    message_passing,
-    segment_max,
-    segment_mean,
-    segment_softmax,
-    segment_sum,
-)
-from ..tensor import Tensor, _as_tensor
-
-
-def relu(input: Any) -> Tensor:
-    """``max(x, 0)``; the gradient at 0 is 0."""
-    return _relu(input)
-
-
-def leaky_relu(input: Any, negative_slope: float = 0.01) -> Tensor:
-    """``x`` where ``x > 0``, else ``negative_slope * x``."""
-    return _leaky_relu(input, negative_slope)
-
-
-def elu(input: Any, alpha: float = 1.0) -> Tensor:
-    """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
-    return _elu(input, alpha)
-
-
-def softmax(input: Any, dim: int = -1) -> Tensor:
-    """Numerically stable softmax along ``dim``."""
-    return _softmax(input, dim)
-
-
-def log_softmax(input: Any, dim: int = -1) -> Tensor:
-    """Numerically stable log-softmax along ``dim``."""
-    return _log_softmax(input, dim)
+from ..functional import as_tensor_arg as _t
+from ..tensor import Tensor, as_tensor
+from . import _faces
+from ._faces import *  # noqa: F403 - the declared ops' nn.functional faces
 
 
 def _check_p(p: Any) -> float:
@@ -79,7 +47,7 @@ def dropout(input: Any, p: float = 0.5, training: bool = True,
     u = _rng(None, generator).random(x.shape)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     mask = np.where(u >= p, scale, 0.0).astype(x.dtype)
-    return x * _as_tensor(mask, x._ad)
+    return x * as_tensor(mask, x._ad)
 
 
 # -------------------------------------------------------------------- losses
@@ -148,7 +116,7 @@ def _class_inputs(name: str, input: Any, target: Any, weight: Any, ignore_index:
         rows = x
     else:  # [N, C, d1, ...] -> [N * d1 * ..., C], classes last
         rows = x.permute(0, *range(2, x.ndim), 1).reshape(-1, c)
-    wt = _as_tensor(w_rows.astype(x.dtype), x._ad)
+    wt = as_tensor(w_rows.astype(x.dtype), x._ad)
     return rows, np.ascontiguousarray(safe), wt, denom, want
 
 
@@ -184,7 +152,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, ignore_index: int = -1
 def _pointwise_loss(name: str, input: Any, target: Any, reduction: str, square: bool) -> Tensor:
     reduction = _check_reduction(reduction)
     x = _t(input)
-    y = target if isinstance(target, Tensor) else _as_tensor(target, x._ad, x.dtype)
+    y = target if isinstance(target, Tensor) else as_tensor(target, x._ad, x.dtype)
     if x.dtype.kind != "f" or y.dtype.kind != "f":
         raise TypeError(f"{name}(): input and target must be floating point, got {x.dtype} "
                         f"and {y.dtype}")
@@ -211,8 +179,4 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
     return _pointwise_loss("mse_loss", input, target, reduction, square=True)
 
 
-__all__ = [
-    "cross_entropy", "dropout", "elu", "l1_loss", "leaky_relu", "log_softmax",
-    "message_passing", "mse_loss", "nll_loss", "relu", "segment_max", "segment_mean",
-    "segment_softmax", "segment_sum", "softmax",
-]
+__all__ = ["cross_entropy", "dropout", "l1_loss", "mse_loss", "nll_loss", *_faces.__all__]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._autodiff.ops import OPS
 from ..autograd.grad_mode import no_grad
 from ..creation import Generator, _rng
 from ..tensor import Tensor
@@ -43,7 +44,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         if param is None:
-            slope = 0.01
+            slope = OPS["leaky_relu"].defaults["negative_slope"]  # the op's declared default
         elif isinstance(param, (int, float)) and not isinstance(param, bool):
             slope = float(param)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..creation import empty
-from ..tensor import Tensor, _counter
+from ..tensor import Tensor, version_counter
 
 
 class Parameter(Tensor):
@@ -34,7 +34,7 @@ class Parameter(Tensor):
                 f"Parameter: only floating point tensors can require gradients, got {data.dtype}"
             )
         p = cls._make(data._value, data._ad)
-        p._vc = _counter(data)  # an alias of data's buffer: one version counter
+        p._vc = version_counter(data)  # an alias of data's buffer: one version counter
         p._rg = bool(requires_grad)
         return p  # type: ignore[return-value]
 

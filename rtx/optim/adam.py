@@ -10,13 +10,13 @@ import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..functional import maximum
-from ..tensor import Tensor, _as_tensor
+from ..tensor import Tensor, as_tensor
 from .optimizer import Optimizer, ParamsT
 
 
 def _zeros(p: Tensor) -> Tensor:
     """A zero tensor like ``p`` on ``p``'s own backend."""
-    return _as_tensor(np.zeros(p.shape, p.dtype), p._ad)
+    return as_tensor(np.zeros(p.shape, p.dtype), p._ad)
 
 
 class Adam(Optimizer):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, _as_tensor
+from ..tensor import Tensor, as_tensor
 
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
 
@@ -168,7 +168,7 @@ class Optimizer:
                             f"the parameter has shape {p.shape}"
                         )
                     dt = p.dtype if a.dtype.kind == "f" else a.dtype
-                    conv[k] = _as_tensor(np.array(a, dtype=dt), p._ad)
+                    conv[k] = as_tensor(np.array(a, dtype=dt), p._ad)
                 else:
                     conv[k] = v
             new_state[id(p)] = conv

@@ -8,6 +8,11 @@ from .base import Op
 
 
 class Relu(Op):
+    """``max(input, 0)``; the gradient at 0 is 0."""
+
+    signature = "input: Tensor"
+    faces = ("method", "function", "nn")
+    fused = "relu"
     name = "relu"
     saves = (-1,)
     fresh_grads = True
@@ -24,12 +29,17 @@ class Relu(Op):
 
 
 class LeakyRelu(Op):
+    """``input`` where ``input > 0``, else ``negative_slope * input``."""
+
+    signature = "input: FloatTensor, negative_slope: float = 0.01"
+    faces = ("method", "function", "nn")
+    fused = "leaky_relu"
     name = "leaky_relu"
     saves = (0,)
     fresh_grads = True
 
     @staticmethod
-    def forward(ctx, B, a, negative_slope=0.01):
+    def forward(ctx, B, a, negative_slope):
         ctx.a, ctx.slope = a, negative_slope
         return B.leaky_relu(a, negative_slope)
 
@@ -40,12 +50,17 @@ class LeakyRelu(Op):
 
 
 class Elu(Op):
+    """``input`` where ``input > 0``, else ``alpha * (exp(input) - 1)``."""
+
+    signature = "input: FloatTensor, alpha: float = 1.0"
+    faces = ("method", "function", "nn")
+    fused = "elu"
     name = "elu"
     saves = (0, -1)
     fresh_grads = True
 
     @staticmethod
-    def forward(ctx, B, a, alpha=1.0):
+    def forward(ctx, B, a, alpha):
         out = B.elu(a, alpha)
         ctx.a, ctx.out, ctx.alpha = a, out, alpha
         return out
@@ -58,6 +73,11 @@ class Elu(Op):
 
 
 class Sigmoid(Op):
+    """``1 / (1 + exp(-input))``, computed stably."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function", "nn")
+    fused = "sigmoid"
     name = "sigmoid"
     saves = (-1,)
     fresh_grads = True
@@ -74,6 +94,11 @@ class Sigmoid(Op):
 
 
 class Tanh(Op):
+    """The hyperbolic tangent."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function", "nn")
+    fused = "tanh"
     name = "tanh"
     saves = (-1,)
     fresh_grads = True
@@ -90,12 +115,20 @@ class Tanh(Op):
 
 
 class Softmax(Op):
+    """Numerically stable softmax along ``dim`` (a 0-d tensor: dim 0 or -1)."""
+
+    signature = "input: FloatTensor, dim: Dim = -1"
+    faces = ("method", "function", "nn")
     name = "softmax"
     saves = (-1,)
     fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, dim):
+        if not B.shape(a):  # a 0-d tensor: the softmax of its one element
+            out = ctx.out = B.reshape(B.softmax(B.reshape(a, (1,)), 0), ())
+            ctx.dim = None
+            return out
         out = ctx.out = B.softmax(a, dim)
         ctx.dim = dim
         return out
@@ -110,12 +143,20 @@ class Softmax(Op):
 
 
 class LogSoftmax(Op):
+    """Numerically stable log-softmax along ``dim`` (a 0-d tensor: dim 0 or -1)."""
+
+    signature = "input: FloatTensor, dim: Dim = -1"
+    faces = ("method", "function", "nn")
     name = "log_softmax"
     saves = (-1,)
     fresh_grads = True
 
     @staticmethod
     def forward(ctx, B, a, dim):
+        if not B.shape(a):
+            out = ctx.out = B.reshape(B.log_softmax(B.reshape(a, (1,)), 0), ())
+            ctx.dim = None
+            return out
         out = ctx.out = B.log_softmax(a, dim)
         ctx.dim = dim
         return out

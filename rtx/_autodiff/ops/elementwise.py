@@ -20,6 +20,11 @@ def _zeros_like(B: Any, g: Any) -> Any:
 
 # --------------------------------------------------------------- arithmetic
 class Add(Op):
+    """``input + other`` (broadcast; PyTorch's dtype promotion)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function", "__add__", "__radd__")
+    fused = "add"
     name = "add"
     saves = ()
 
@@ -38,6 +43,11 @@ class Add(Op):
 
 
 class Sub(Op):
+    """``input - other`` (broadcast; PyTorch's dtype promotion)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function", "__sub__", "__rsub__")
+    fused = "sub"
     name = "sub"
     saves = ()
 
@@ -56,6 +66,11 @@ class Sub(Op):
 
 
 class Mul(Op):
+    """``input * other`` (broadcast; PyTorch's dtype promotion)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function", "__mul__", "__rmul__")
+    fused = "mul"
     name = "mul"
     saves = (0, 1)
     fresh_grads = True
@@ -76,6 +91,11 @@ class Mul(Op):
 
 
 class Div(Op):
+    """``input / other`` (true division, broadcast; PyTorch's dtype promotion)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function", "__truediv__", "__rtruediv__")
+    fused = "div"
     name = "div"
     saves = (1, -1)
     fresh_grads = True
@@ -97,6 +117,11 @@ class Div(Op):
 
 
 class Pow(Op):
+    """``input ** other`` (broadcast; PyTorch's dtype promotion)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function", "__pow__", "__rpow__")
+    fused = "pow"
     name = "pow"
     saves = (0, 1, -1)
     fresh_grads = True
@@ -139,6 +164,11 @@ class Pow(Op):
 
 
 class Maximum(Op):
+    """The elementwise maximum of ``input`` and ``other`` (NaN propagates)."""
+
+    signature = "input: Operand, other: Operand"
+    faces = ("method", "function")
+    fused = "maximum"
     name = "maximum"
     saves = (0, 1)
     fresh_grads = True
@@ -167,12 +197,20 @@ class Maximum(Op):
 
 
 class Minimum(Maximum):
+    """The elementwise minimum of ``input`` and ``other`` (NaN propagates)."""
+
+    fused = "minimum"
     name = "minimum"
     _a_loses, _b_loses = "gt", "lt"
 
 
 # -------------------------------------------------------------------- unary
 class Neg(Op):
+    """``-input``."""
+
+    signature = "input: Tensor"
+    faces = ("method", "function", "__neg__")
+    fused = "neg"
     name = "neg"
     saves = ()
     fresh_grads = True
@@ -187,6 +225,11 @@ class Neg(Op):
 
 
 class Exp(Op):
+    """``e ** input`` (integer and bool tensors give float32)."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function")
+    fused = "exp"
     name = "exp"
     saves = (-1,)
     fresh_grads = True
@@ -202,6 +245,11 @@ class Exp(Op):
 
 
 class Log(Op):
+    """The natural logarithm (integer and bool tensors give float32)."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function")
+    fused = "log"
     name = "log"
     saves = (0,)
     fresh_grads = True
@@ -217,6 +265,11 @@ class Log(Op):
 
 
 class Sqrt(Op):
+    """The square root (integer and bool tensors give float32)."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function")
+    fused = "sqrt"
     name = "sqrt"
     saves = (-1,)
     fresh_grads = True
@@ -232,6 +285,11 @@ class Sqrt(Op):
 
 
 class Abs(Op):
+    """``|input|``; its gradient at 0 is 0."""
+
+    signature = "input: Tensor"
+    faces = ("method", "function", "__abs__")
+    fused = "abs"
     name = "abs"
     saves = (0,)
     fresh_grads = True
@@ -248,6 +306,11 @@ class Abs(Op):
 
 
 class Sign(Op):
+    """-1, 0 or 1 (NaN for NaN); its gradient is 0."""
+
+    signature = "input: Tensor"
+    faces = ("method", "function")
+    fused = "sign"
     name = "sign"
     saves = ()
     fresh_grads = True
@@ -262,8 +325,10 @@ class Sign(Op):
 
 
 class Where(Op):
-    """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated)."""
+    """``where(cond, a, b)``; ``cond`` is a bool primitive (never differentiated).
+    (Its face, ``rtx.where``, is hand-written: either value may be the tensor.)"""
 
+    fused = "where"
     name = "where"
     saves = (0,)
     fresh_grads = True
@@ -302,6 +367,7 @@ class Copy(Op):
     """A copy keeps the tensor's identity on the tape: its gradient flows straight back."""
 
     name = "copy"
+    fused = "copy"
     saves = ()
 
     @staticmethod
@@ -311,3 +377,62 @@ class Copy(Op):
     @staticmethod
     def backward(ctx, B, g):
         return (g,)
+
+
+# --------------------------------------------------------------- comparisons
+class _Compare(Op):
+    """A comparison: a bool tensor, never differentiated (nothing is recorded)."""
+
+    signature = "input: Operand, other: Operand"
+    differentiable = False
+    saves = ()
+
+    @classmethod
+    def forward(cls, ctx, B, a, b):
+        return getattr(B, cls.name)(a, b)
+
+    @staticmethod
+    def backward(ctx, B, g):  # pragma: no cover - never recorded (differentiable = False)
+        raise RuntimeError("comparisons have no gradient")
+
+
+class Eq(_Compare):
+    """``input == other`` elementwise (a bool tensor)."""
+
+    name = fused = "eq"
+    faces = ("method", "function", "__eq__")
+
+
+class Ne(_Compare):
+    """``input != other`` elementwise (a bool tensor)."""
+
+    name = fused = "ne"
+    faces = ("method", "function", "__ne__")
+
+
+class Lt(_Compare):
+    """``input < other`` elementwise (a bool tensor)."""
+
+    name = fused = "lt"
+    faces = ("method", "function", "__lt__")
+
+
+class Le(_Compare):
+    """``input <= other`` elementwise (a bool tensor)."""
+
+    name = fused = "le"
+    faces = ("method", "function", "__le__")
+
+
+class Gt(_Compare):
+    """``input > other`` elementwise (a bool tensor)."""
+
+    name = fused = "gt"
+    faces = ("method", "function", "__gt__")
+
+
+class Ge(_Compare):
+    """``input >= other`` elementwise (a bool tensor)."""
+
+    name = fused = "ge"
+    faces = ("method", "function", "__ge__")

@@ -15,8 +15,15 @@ from .base import Op
 
 # -------------------------------------------------------------------- index
 class IndexSelect(Op):
-    """Row gather; its backward is ``index_add`` (the adjoint)."""
+    """Row gather along dim 0: ``out[i] = x[indices[i]]``.
 
+    ``indices``: an ``IndexPlan`` or 1-D int32/int64 indices (rtx tensor, numpy
+    array or sequence), each in ``[0, x.shape[0])``.  Its gradient is
+    ``index_add`` of the output gradient (the adjoint).
+    """
+
+    signature = "x: Tensor, indices: Index(rows=x)"
+    faces = ("function",)   # Tensor.index_select(dim, index) is hand-written (its dim)
     name = "index_select"
     saves = ()
     fresh_grads = True
@@ -33,8 +40,21 @@ class IndexSelect(Op):
 
 
 class IndexAdd(Op):
-    """Row scatter-add; its backward is ``index_select`` (the adjoint)."""
+    """Row scatter-add along dim 0 into ``num_rows`` zero rows.
 
+    ``out[indices[i]] += src[i]``; repeated indices accumulate in index order
+    (deterministic for any thread count).  Its gradient is ``index_select``.
+    """
+
+    signature = "src: Tensor, indices: Index(rows=num_rows, length=src), num_rows: Rows"
+    faces = ("function",)
+    aliases = {"segment_sum": (
+        "src: Tensor, index: Index(rows=num_segments, length=src), num_segments: Rows",
+        ("function", "nn"),
+        """``out[r] = sum of src[i] with index[i] == r`` (``num_segments`` rows; empty -> 0).
+
+    This is ``rtx.index_add(src, index, num_segments)`` (the same rule and kernel).
+    """)}
     name = "index_add"
     saves = ()
     fresh_grads = True
@@ -48,3 +68,71 @@ class IndexAdd(Op):
     @staticmethod
     def backward(ctx, B, g):
         return (B.index_select(g, ctx._indices), None, None)
+
+
+class IndexAddInto(Op):
+    """``input`` with ``alpha * source[i]`` added to its slice ``index[i]`` along
+    ``dim`` (PyTorch's ``Tensor.index_add``); repeated indices accumulate in
+    index order, deterministically.  ``source`` has ``input``'s dtype and shape
+    except along ``dim``, where it has ``len(index)`` entries; ``index_add_``
+    writes the result into ``input``.  Gradients: ``grad`` for ``input``,
+    ``alpha * grad.index_select(dim, index)`` for ``source``.
+    """
+
+    signature = ("input: Tensor, dim: Dim, index: Index(rows=input, length=source, dim=dim), "
+                 "source: Tensor, *, alpha: float = 1")
+    faces = ("method:index_add", "inplace")
+    name = "index_add_into"
+    saves = ()
+
+    @staticmethod
+    def check(x, dim, index, source, alpha):
+        if source.dtype != x.dtype:
+            raise TypeError(f"index_add(): self (rtx.{x.dtype}) and source (rtx.{source.dtype}) "
+                            "must have the same dtype")
+        same = source.ndim == x.ndim and all(
+            a == b for i, (a, b) in enumerate(zip(source.shape, x.shape, strict=True))
+            if i != dim)
+        if not same:
+            raise ValueError(f"index_add(): source of shape {source.shape} does not match self "
+                             f"of shape {x.shape} outside dim {dim}")
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            raise TypeError(f"index_add(): alpha must be a number, got {type(alpha).__name__}")
+        if x.dtype.kind != "f" and not isinstance(alpha, int):
+            raise TypeError("index_add(): for integral tensors alpha must not be a floating "
+                            "point number")
+
+    @staticmethod
+    def forward(ctx, B, x, indices, source, dim=0, alpha=1):
+        nd = len(B.shape(x))
+        perm = None
+        if dim and nd > 1:  # work along dim 0 of a transposed view
+            p = list(range(nd))
+            p[0], p[dim] = dim, 0
+            perm = tuple(p)
+            x, source = B.permute(x, perm), B.permute(source, perm)
+        if not nd:  # 0-d: one slice, itself
+            x, source = B.reshape(x, (1,)), B.reshape(source, (1,))
+        src = source if alpha == 1 else B.mul(source, alpha)
+        out = B.add(x, B.index_add(src, indices, B.shape(x)[0]))
+        ctx._indices, ctx.perm, ctx.alpha, ctx.nd = indices, perm, alpha, nd
+        if perm is not None:
+            out = B.permute(out, perm)
+        return out if nd else B.reshape(out, ())
+
+    @staticmethod
+    def backward(ctx, B, g):
+        _, _, ns = ctx.needs_input_grad
+        gs = None
+        if ns:
+            gt = g if ctx.perm is None else B.permute(g, ctx.perm)
+            if not ctx.nd:
+                gt = B.reshape(gt, (1,))
+            gs = B.index_select(gt, ctx._indices)
+            if ctx.alpha != 1:
+                gs = B.mul(gs, ctx.alpha)
+            if ctx.perm is not None:
+                gs = B.permute(gs, ctx.perm)
+            elif not ctx.nd:
+                gs = B.reshape(gs, ())
+        return (g, None, gs)

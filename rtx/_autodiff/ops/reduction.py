@@ -27,6 +27,10 @@ def _expand_back(B: Any, g: Any, shape: tuple[int, ...], dim: Any, keepdim: bool
 
 
 class Sum(Op):
+    """The sum over ``dim`` (all dims when None); bool and integer tensors sum in int64."""
+
+    signature = "input: Tensor, dim: Dims = None, keepdim: bool = False"
+    faces = ("method", "function")
     name = "sum"
     saves = ()
 
@@ -41,9 +45,18 @@ class Sum(Op):
 
 
 class Mean(Op):
+    """The mean over ``dim`` (all dims when None) of a floating point tensor."""
+
+    signature = "input: Tensor, dim: Dims = None, keepdim: bool = False"
+    faces = ("method", "function")
     name = "mean"
     saves = ()
     fresh_grads = True
+
+    @staticmethod
+    def check(a, dim, keepdim):
+        if a.dtype.kind != "f":
+            raise TypeError(f"mean() needs a floating point tensor, got rtx.{a.dtype}")
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):

@@ -1,4 +1,4 @@
-"""Segment op rules: mean, max, softmax (``segment_sum`` is ``index_add``).
+"""Segment op rules: mean, max, min, softmax (``segment_sum`` is ``index_add``).
 
 ``index`` reaching these rules is always an ``IndexPlan`` (the public faces
 wrap raw indices once), so the backward pass reuses the forward's checked
@@ -6,15 +6,33 @@ indices and CSR grouping.  (``segment_max``'s argmax positions are kept as
 ``ctx._argmax``: the backward kernel scatters by them, after a check.)
 """
 
+
 from __future__ import annotations
 
 from .base import Op
 
+_SEGMENT = "src: Data, index: Index(rows=num_segments, length=src), num_segments: Rows"
+
 
 class SegmentSoftmax(Op):
-    """Softmax over the entries sharing an index; backward ``y * (g - segsum(g * y))``."""
+    """Softmax over the entries of ``scores`` (``[E]`` or ``[E, H]``) sharing an index.
 
+    Per segment and column ``exp(s - max) / sum(exp(s - max))``: the semantics
+    of PyG's ``torch_geometric.utils.softmax(src, index, num_nodes=N)``, stable
+    for large scores; empty segments are fine (they own no entries).  Forward
+    and backward (``y * (g - segsum(g * y))``) are fused single passes over the
+    index's CSR grouping.
+    """
+
+    signature = "scores: Data, index: Index(rows=num_segments, length=scores), num_segments: Rows"
+    faces = ("function", "nn")
     name = "segment_softmax"
+
+    @staticmethod
+    def check(scores, index, num_segments):
+        if scores.ndim not in (1, 2):
+            raise ValueError(
+                f"segment_softmax(): scores must be [E] or [E, H], got {scores.shape}")
     saves = (-1,)
     fresh_grads = True
 
@@ -30,8 +48,11 @@ class SegmentSoftmax(Op):
 
 
 class SegmentMean(Op):
-    """Mean over each segment (0 when empty); backward ``g[index] / count``."""
+    """Mean of the rows of ``src`` sharing an index (0 for an empty segment);
+    backward ``g[index] / count``."""
 
+    signature = _SEGMENT
+    faces = ("function", "nn")
     name = "segment_mean"
     saves = ()
     fresh_grads = True
@@ -48,9 +69,14 @@ class SegmentMean(Op):
 
 
 class SegmentMax(Op):
-    """Max over each segment (0 when empty); the gradient goes to the first
-    entry holding the max."""
+    """Max of the rows of ``src`` sharing an index, per column (0 for an empty segment).
 
+    Ties: the gradient goes to the FIRST entry (lowest position) holding the
+    max.  A NaN in a segment propagates.
+    """
+
+    signature = _SEGMENT
+    faces = ("function", "nn")
     name = "segment_max"
     saves = ()
     fresh_grads = True
@@ -64,3 +90,27 @@ class SegmentMax(Op):
     @staticmethod
     def backward(ctx, B, g):
         return (B.segment_max_backward(g, ctx._argmax, ctx.index, ctx.e), None, None)
+
+
+class SegmentMin(Op):
+    """Min of the rows of ``src`` sharing an index, per column (0 for an empty segment).
+
+    Ties: the gradient goes to the FIRST entry (lowest position) holding the
+    min.  A NaN in a segment propagates.
+    """
+
+    signature = _SEGMENT
+    faces = ("function", "nn")
+    name = "segment_min"
+    saves = ()
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, src, index, num_segments):
+        out, ctx._argmin = B.segment_min(src, index, num_segments)
+        ctx.index, ctx.e = index, B.shape(src)[0]
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        return (B.segment_min_backward(g, ctx._argmin, ctx.index, ctx.e), None, None)

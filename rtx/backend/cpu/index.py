@@ -16,8 +16,8 @@ from ..._kernels import (
     scatter_add_rows,
 )
 from ..._threads import get_num_threads
-from ..index import add_plan, check_add, check_select, select_plan
-from ..index_plan import IndexPlan
+from .._host import check_output
+from ..index import add_plan, select_plan
 from ._alloc import empty
 
 
@@ -31,10 +31,7 @@ def _index_threads(nbytes: int, kind: str) -> int:
 
 class CpuIndex:
     def index_select(self, x: np.ndarray, indices: Any) -> np.ndarray:
-        if type(indices) is IndexPlan:
-            idx = select_plan(x.shape, indices)._idx
-        else:  # TODO(S1 faces): until every face passes a plan
-            idx = check_select(x.shape, indices)
+        idx = select_plan(x.shape, indices)._idx
         out = empty((idx.shape[0],) + x.shape[1:], x.dtype)
         if x.dtype not in _KERNEL_DTYPES:
             np.take(x, idx, axis=0, out=out)
@@ -46,23 +43,21 @@ class CpuIndex:
         return out
 
     def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> np.ndarray:
-        if type(indices) is IndexPlan:
-            plan = add_plan(src.shape, indices, num_rows)
-            n = plan.num_rows
-            if src.dtype in _KERNEL_DTYPES and (
-                    plan.is_grouped or not getattr(plan, "_transient", False)):
-                # the plan's cached grouping: same bits as scatter_add_rows (a
-                # transient plan a face made from raw indices, not yet grouped,
-                # takes the group-free path below: no counting sort for one call)
-                ptr, perm = plan._grouping()
-                out = empty((n,) + src.shape[1:], src.dtype)
-                row = math.prod(src.shape[1:])
-                scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
-                                ptr, out.reshape(n, row), get_num_threads())
-                return out
-            idx = plan._idx
-        else:  # TODO(S1 faces): until every face passes a plan
-            idx, n = check_add(src.shape, src.dtype.itemsize, indices, num_rows)
+        plan = add_plan(src.shape, indices, num_rows)
+        n = plan.num_rows
+        check_output(n, src.shape, src.dtype.itemsize, "index_add")
+        if src.dtype in _KERNEL_DTYPES and (
+                plan.is_grouped or not getattr(plan, "_transient", False)):
+            # the plan's cached grouping: same bits as scatter_add_rows (a
+            # transient plan a face made from raw indices, not yet grouped,
+            # takes the group-free path below: no counting sort for one call)
+            ptr, perm = plan._grouping()
+            out = empty((n,) + src.shape[1:], src.dtype)
+            row = math.prod(src.shape[1:])
+            scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+                            ptr, out.reshape(n, row), get_num_threads())
+            return out
+        idx = plan._idx
         if src.dtype not in _KERNEL_DTYPES:
             out = empty((n,) + src.shape[1:], src.dtype, zero=True)
             np.add.at(out, idx, src)

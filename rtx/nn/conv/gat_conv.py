@@ -13,9 +13,17 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import check_rows
+from ...backend.index_plan import EdgeIndex, SelfLoops, as_edge_index
 from ...creation import full, tensor
-from ...functional import concat, index_add, index_select, leaky_relu
-from ...graph_ops import EdgeIndex, message_passing, segment_softmax
+from ...functional import (
+    concat,
+    index_add,
+    index_select,
+    leaky_relu,
+    message_passing,
+    segment_softmax,
+)
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -36,87 +44,6 @@ def _int_arg(v: Any, name: str, minimum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
         raise ValueError(f"GATConv: {name} must be an int >= {minimum}, got {v!r}")
     return int(v)
-
-
-def _raw_edge_index(edge_index: Any) -> np.ndarray:
-    a = edge_index.numpy() if isinstance(edge_index, Tensor) else edge_index
-    try:
-        a = np.asarray(a)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"GATConv: edge_index must be an int [2, E] array ({exc})") from None
-    if a.ndim != 2 or a.shape[0] != 2:
-        raise ValueError(f"GATConv: edge_index must have shape [2, E], got {a.shape}")
-    if a.shape[1] == 0:
-        return np.zeros((2, 0), dtype=np.int64)
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"GATConv: edge_index must be integer, got {a.dtype}")
-    return a
-
-
-class _EdgeCache:
-    """The checked ``EdgeIndex`` (self-loops added when asked) of the last
-    ``edge_index`` seen, reused while the same edges come back (checked by
-    value against a private copy, so an array changed in place is noticed).
-
-    Thread-safe without a lock: the cache is ONE immutable entry
-    ``(key, raw, shape, ei, keep, num_loops)``, read once into a local and
-    replaced by one attribute store.  A caller compares its edges with the
-    entry it read and returns that same entry's plan, so another thread
-    replacing the entry meanwhile (e.g. while ``np.array_equal`` runs
-    without the GIL) can never hand it a plan of other edges.  ``raw`` is
-    the private, read-only copy every part of the entry was built from."""
-
-    __slots__ = ("entry",)
-
-    def __init__(self) -> None:
-        self.entry: tuple[Any, np.ndarray | None, tuple[int, int, bool], EdgeIndex,
-                          np.ndarray | None, int] | None = None
-
-    def get(self, edge_index: Any, n_src: int, n_dst: int,
-            loops: bool) -> tuple[EdgeIndex, np.ndarray | None, int]:
-        shape = (n_src, n_dst, loops)
-        hit = self.entry  # one read: everything below uses this entry only
-        if isinstance(edge_index, EdgeIndex):
-            if hit is not None and hit[0] is edge_index and hit[2] == shape:
-                return hit[3], hit[4], hit[5]
-            if not loops:
-                if edge_index.num_src != n_src or edge_index.num_dst != n_dst:
-                    raise ValueError(
-                        f"GATConv: the EdgeIndex was built for {edge_index.num_src} source "
-                        f"and {edge_index.num_dst} target nodes, but the input has {n_src} "
-                        f"and {n_dst}")
-                return edge_index, None, 0
-            # the plan's indices are immutable: no private copy needed
-            raw = np.stack([edge_index.src.indices, edge_index.dst.indices]).astype(np.int64)
-            key: Any = edge_index
-        else:
-            given = _raw_edge_index(edge_index)
-            if (hit is not None and hit[0] is None and hit[2] == shape
-                    and hit[1] is not None and given.shape == hit[1].shape
-                    and np.array_equal(given, hit[1])):
-                return hit[3], hit[4], hit[5]
-            # one private snapshot that the plan, the mask and the cached copy all
-            # come from (the caller's array may change while we build)
-            raw = np.array(given, copy=True)
-            raw.setflags(write=False)
-            key = None
-        keep = None
-        num_loops = 0
-        ei_arr = raw
-        if loops:
-            num_loops = min(n_src, n_dst)
-            keep = raw[0] != raw[1]
-            keep.setflags(write=False)
-            ar = np.arange(num_loops, dtype=np.int64)
-            ei_arr = np.concatenate([raw[:, keep].astype(np.int64, copy=False),
-                                     np.stack([ar, ar])], axis=1)
-        try:
-            ei = EdgeIndex(ei_arr, n_src, n_dst)
-        except (TypeError, ValueError, IndexError) as exc:
-            raise type(exc)(f"GATConv: {exc} (graph with {n_src} source and {n_dst} "
-                            "target nodes)") from None
-        self.entry = (key, None if key is not None else raw, shape, ei, keep, num_loops)
-        return ei, keep, num_loops
 
 
 class GATConv(Module):
@@ -213,7 +140,6 @@ class GATConv(Module):
                                         if self.edge_dim is not None else None)
         self.res: Linear | None = (Linear(in_dst, total_out, bias=False)
                                    if self.residual else None)
-        self._edges = _EdgeCache()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -283,40 +209,54 @@ class GATConv(Module):
         if x_dst is not None:
             n_dst = x_dst.shape[0]
         elif size is not None:
-            n_dst = _int_arg(size[1], "size[1]", 0)
+            n_dst = check_rows(size[1], "GATConv", "size[1]")
         else:
             n_dst = n_src
         if size is not None and (size[0] != n_src or size[1] != n_dst):
             raise ValueError(f"GATConv: size={tuple(size)} does not match the input "
                              f"({n_src}, {n_dst})")
 
-        ei, keep, num_loops = self._edges.get(edge_index, n_src, n_dst, self.add_self_loops)
+        ei = self._edge_index(edge_index, n_src, n_dst)
+        # the edges attended over: self-loops cached on the plan (shared by every layer)
+        used = ei.with_self_loops() if self.add_self_loops else ei
+        loops = used.self_loop_info
         # Messages come from the transformed sources only (W_dst x_dst enters just
         # through the attention logits).
         hs3 = (x_src @ w_src.T).reshape(n_src, H, C)
         # Attention logits per node and head, [N, H] (never per edge and channel):
         # <att, W x> = x @ (att folded into W).T, which forms no [N, H, C] product.
-        e = index_select(self._logits(x_src, w_src, self.att_src), ei.src)
+        e = index_select(self._logits(x_src, w_src, self.att_src), used.src)
         if x_dst is not None:
-            e = e + index_select(self._logits(x_dst, w_dst, self.att_dst), ei.dst)
+            e = e + index_select(self._logits(x_dst, w_dst, self.att_dst), used.dst)
         if edge_attr is not None and self.lin_edge is not None:
-            e = e + self._edge_logits(edge_attr, ei, keep, num_loops, edge_index)
-        elif edge_attr is None and self.lin_edge is not None and ei.num_edges:
+            e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
+        elif edge_attr is None and self.lin_edge is not None and used.num_edges:
             raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
         e = leaky_relu(e, self.negative_slope)
-        alpha = segment_softmax(e, ei.dst, n_dst)
+        alpha = segment_softmax(e, used.dst, n_dst)
         if self.dropout > 0.0 and self.training:
             alpha = F.dropout(alpha, p=self.dropout, training=True)
-        out = message_passing(hs3, ei, n_dst, alpha)  # [N_dst, H, C]
+        out = message_passing(hs3, used, n_dst, alpha)  # [N_dst, H, C]
         out = out.reshape(n_dst, H * C) if self.concat else out.mean(1)
         if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
         if self.bias is not None:
             out = out + self.bias
         if return_attention_weights:
-            used = np.stack([ei.src.indices, ei.dst.indices]).astype(np.int64)
-            return out, (used, alpha)
+            pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
+            return out, (pairs, alpha)
         return out
+
+    @staticmethod
+    def _edge_index(edge_index: Any, n_src: int, n_dst: int) -> EdgeIndex:
+        """The checked edges: an ``EdgeIndex`` as given (its sizes must match), raw
+        edges checked once and then reused while they are equal (the plan cache of
+        ``as_edge_index``)."""
+        try:
+            return as_edge_index(edge_index, n_src, n_dst, "GATConv")
+        except (TypeError, ValueError, IndexError) as exc:
+            raise type(exc)(f"GATConv: {exc} (graph with {n_src} source and {n_dst} "
+                            "target nodes)") from None
 
     def _logits(self, x: Tensor, weight: Tensor, att: Tensor) -> Tensor:
         """``<att_h, (x W.T)_h>`` for every row of ``x`` and head ``h``: ``[N, H]``."""
@@ -324,44 +264,34 @@ class GATConv(Module):
         w_att = (weight.reshape(H, C, weight.shape[1]) * att.reshape(H, C, 1)).sum(1)
         return x @ w_att.T
 
-    def _edge_logits(self, edge_attr: Any, ei: EdgeIndex, keep: np.ndarray | None,
-                     num_loops: int, edge_index: Any) -> Tensor:
+    def _edge_logits(self, edge_attr: Any, num_edges: int, loops: SelfLoops | None) -> Tensor:
         """``<att_edge, lin_edge(edge_attr)>`` per edge and head, ``[E', H]``, with
         the attention folded into the weight (``[H, edge_dim]``) so no ``[E, H*C]``
-        tensor is formed."""
+        tensor is formed.  With self-loops: the kept edges' rows, then one row per
+        loop (``fill_value``)."""
         assert self.lin_edge is not None and self.att_edge is not None
         if not isinstance(edge_attr, Tensor):
             raise TypeError(f"GATConv: edge_attr must be an rtx.Tensor, got "
                             f"{type(edge_attr).__name__}")
         D = self.lin_edge.in_features
         attr = edge_attr.reshape(-1, 1) if edge_attr.ndim == 1 else edge_attr
-        n_in = ei.num_edges - num_loops if keep is None else keep.shape[0]
-        if attr.ndim != 2 or attr.shape[1] != D or attr.shape[0] != n_in:
-            raise ValueError(f"GATConv: edge_attr must have shape [{n_in}, {D}] (one row per "
-                             f"edge of edge_index), got {edge_attr.shape}")
-        if keep is not None:
-            kept = np.flatnonzero(keep)
-            attr = index_select(attr, kept)
-            dst = ei.dst.indices[: kept.shape[0]]
-            if isinstance(self.fill_value, str):
-                fill = index_add(attr, dst, num_loops)
+        if attr.ndim != 2 or attr.shape[1] != D or attr.shape[0] != num_edges:
+            raise ValueError(f"GATConv: edge_attr must have shape [{num_edges}, {D}] (one row "
+                             f"per edge of edge_index), got {edge_attr.shape}")
+        if loops is not None:
+            attr = index_select(attr, loops.kept)
+            n = loops.num_loops
+            if isinstance(self.fill_value, str):  # the kept edges' targets: n == num_dst
+                fill = index_add(attr, loops.kept_dst, n)
                 if self.fill_value == "mean":
-                    cnt = np.maximum(np.bincount(dst, minlength=num_loops), 1)
-                    fill = fill * _col(1.0 / cnt, attr)
+                    fill = fill * _col(1.0 / np.maximum(loops.kept_dst.counts(), 1), attr)
             else:
-                fill = full((num_loops, D), float(self.fill_value), dtype=attr.dtype)
+                fill = full((n, D), float(self.fill_value), dtype=attr.dtype)
             attr = concat([attr, fill], 0)
         return self._logits(attr, self.lin_edge.weight, self.att_edge)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        """``pickle`` / ``copy.deepcopy``: everything but the edge cache (derived
-        from the last input; the copy starts with an empty one)."""
-        state = self.__dict__.copy()
-        state["_edges"] = _EdgeCache()
-        return state
 
 
 def _col(values: np.ndarray, like: Tensor) -> Tensor:

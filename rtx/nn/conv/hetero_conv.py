@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...data.naming import edge_module_key
 from ...functional import concat, maximum, minimum
 from ...tensor import Tensor
 from ..containers import ModuleDict
@@ -18,14 +19,8 @@ _AGGRS = ("sum", "mean", "max", "min", "cat")
 
 
 def _edge_key(edge_type: Any) -> str:
-    if (not isinstance(edge_type, tuple) or len(edge_type) != 3
-            or not all(isinstance(p, str) and p for p in edge_type)):
-        raise ValueError(f"HeteroConv: edge type {edge_type!r} must be a (src_type, relation, "
-                         "dst_type) tuple of non-empty str")
-    if any("__" in p or "." in p for p in edge_type):
-        raise ValueError(f"HeteroConv: edge type {edge_type!r}: names may not contain '__' "
-                         "or '.'")
-    return "<" + "___".join(edge_type) + ">"  # PyG's (2.4+) ModuleDict key for a tuple
+    """PyG's (2.4+) ModuleDict key of a tuple, names by ``rtx.data.naming``."""
+    return edge_module_key(edge_type)
 
 
 class HeteroConv(Module):
@@ -58,9 +53,10 @@ class HeteroConv(Module):
                     f"HeteroConv: 'add_self_loops' is True on {conv!r} for the bipartite edge "
                     f"type {et!r}; this gives wrong results (use add_self_loops=False)")
             mods[key] = conv
-            self.edge_types.append(tuple(et))  # type: ignore[arg-type]
+            self.edge_types.append((et[0], et[1], et[2]))
         self.convs = ModuleDict(mods)
         self.aggr = aggr
+        self._edge_keys = list(mods)  # the checked keys, in edge_types' order
 
     def forward(self, x_dict: Mapping[str, Tensor], edge_index_dict: Mapping[EdgeType, Any],
                 **kwargs_dict: Mapping[EdgeType, Any]) -> dict[str, Tensor]:
@@ -73,7 +69,7 @@ class HeteroConv(Module):
                 raise ValueError(f"HeteroConv: keyword arguments must end with '_dict' "
                                  f"(got {k!r})")
         out: dict[str, list[Tensor]] = {}
-        for et in self.edge_types:
+        for et, key in zip(self.edge_types, self._edge_keys, strict=True):
             if et not in edge_index_dict:
                 continue
             src, _, dst = et
@@ -82,7 +78,7 @@ class HeteroConv(Module):
                                  f"{et!r}); x_dict has {sorted(x_dict)}")
             x: Any = x_dict[src] if src == dst else (x_dict[src], x_dict.get(dst))
             kwargs = {k[:-5]: v[et] for k, v in kwargs_dict.items() if et in v}
-            out.setdefault(dst, []).append(self.convs[_edge_key(et)](x, edge_index_dict[et],
+            out.setdefault(dst, []).append(self.convs[key](x, edge_index_dict[et],
                                                                       **kwargs))
         return {nt: self._group(xs) for nt, xs in out.items()}
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from ...graph_ops import EdgeIndex
+from ...backend.index_plan import EdgeIndex, as_edge_index
+from ...data.naming import check_edge_type, check_name
 from ...tensor import Tensor
 from .. import functional as F
 from ..containers import ModuleList
@@ -22,16 +21,14 @@ EdgeType = tuple[str, str, str]
 
 
 def _check_metadata(metadata: Any) -> tuple[list[str], list[EdgeType]]:
+    """``(node_types, edge_types)``, every name by ``rtx.data.naming``'s rules."""
     if not (isinstance(metadata, (tuple, list)) and len(metadata) == 2):
         raise ValueError("HetGAT: metadata must be (node_types, edge_types)")
     node_types, edge_types = metadata
     if isinstance(node_types, str) or not isinstance(node_types, Sequence) or not node_types:
         raise ValueError(f"HetGAT: metadata's node_types must be a non-empty list of str, "
                          f"got {node_types!r}")
-    nts = list(node_types)
-    for nt in nts:
-        if not isinstance(nt, str) or not nt:
-            raise ValueError(f"HetGAT: node type {nt!r} must be a non-empty str")
+    nts = [check_name(nt, "HetGAT: node type") for nt in node_types]
     if len(set(nts)) != len(nts):
         raise ValueError(f"HetGAT: node types repeat in metadata: {nts}")
     if isinstance(edge_types, str) or not isinstance(edge_types, Sequence) or not edge_types:
@@ -39,15 +36,12 @@ def _check_metadata(metadata: Any) -> tuple[list[str], list[EdgeType]]:
                          f"(src_type, relation, dst_type), got {edge_types!r}")
     ets: list[EdgeType] = []
     for et in edge_types:
-        if not (isinstance(et, (tuple, list)) and len(et) == 3
-                and all(isinstance(p, str) and p for p in et)):
-            raise ValueError(f"HetGAT: edge type {et!r} must be a (src_type, relation, "
-                             "dst_type) tuple of str")
+        et = check_edge_type(et, "HetGAT: edge type")
         for nt in (et[0], et[2]):
             if nt not in nts:
                 raise ValueError(f"HetGAT: edge type {tuple(et)!r} uses node type {nt!r}, "
                                  f"which is not in metadata's node types {nts}")
-        ets.append((et[0], et[1], et[2]))
+        ets.append(et)
     if len(set(ets)) != len(ets):
         raise ValueError("HetGAT: edge types repeat in metadata")
     return nts, ets
@@ -142,7 +136,6 @@ class HetGAT(Module):
             self.layer_edge_types.append(rels)
             have = {d for _, _, d in rels}
         self.lin = Linear(hidden_channels, out_channels)
-        self._edge_cache: dict[EdgeType, tuple[np.ndarray, tuple[int, int], EdgeIndex]] = {}
 
     def forward(self, x_dict: Mapping[str, Tensor],
                 edge_index_dict: Mapping[EdgeType, Any]) -> Tensor:
@@ -167,43 +160,18 @@ class HetGAT(Module):
 
     def _edges(self, et: EdgeType, edge_index_dict: Mapping[EdgeType, Any],
                x_dict: Mapping[str, Tensor]) -> EdgeIndex:
-        """The checked ``EdgeIndex`` of one relation, built once and shared by every
-        layer's GATConv for it; reused while the same edges come back (compared by
-        value with a private copy, so an array changed in place is noticed)."""
+        """The checked ``EdgeIndex`` of one relation, shared by every layer's
+        GATConv for it (each takes its self-loops from the same plan's cache).
+        Raw edges are checked once and reused while they are equal (the plan
+        cache of ``as_edge_index``); an ``EdgeIndex`` is taken as it is."""
         if et not in edge_index_dict:
             raise ValueError(f"HetGAT: edge_index_dict has no edges for edge type {et!r}")
-        ei = edge_index_dict[et]
         n_src, n_dst = x_dict[et[0]].shape[0], x_dict[et[2]].shape[0]
-        if isinstance(ei, EdgeIndex):
-            if ei.num_src != n_src or ei.num_dst != n_dst:
-                raise ValueError(f"HetGAT: the EdgeIndex of {et!r} was built for "
-                                 f"({ei.num_src}, {ei.num_dst}) nodes, the features have "
-                                 f"({n_src}, {n_dst})")
-            return ei
-        raw = ei.numpy() if isinstance(ei, Tensor) else np.asarray(ei)
-        # one read of one immutable entry (thread-safe: see GATConv's _EdgeCache)
-        hit = self._edge_cache.get(et)
-        if (hit is not None and hit[1] == (n_src, n_dst) and hit[0].shape == raw.shape
-                and hit[0].dtype == raw.dtype and np.array_equal(hit[0], raw)):
-            return hit[2]
-        # the plan and the cached copy come from one private snapshot (the
-        # caller's array may change while we build)
-        snap = np.array(raw, copy=True)
-        snap.setflags(write=False)
         try:
-            plan = EdgeIndex(snap, n_src, n_dst)
+            return as_edge_index(edge_index_dict[et], n_src, n_dst, "HetGAT")
         except (TypeError, ValueError, IndexError) as exc:
             raise type(exc)(f"HetGAT: edges of {et!r} ({n_src} {et[0]!r} -> {n_dst} "
                             f"{et[2]!r} nodes): {exc}") from None
-        self._edge_cache[et] = (snap, (n_src, n_dst), plan)
-        return plan
-
-    def __getstate__(self) -> dict[str, Any]:
-        """``pickle`` / ``copy.deepcopy``: everything but the edge cache (derived
-        from the last input; the copy starts with an empty one)."""
-        state = self.__dict__.copy()
-        state["_edge_cache"] = {}
-        return state
 
     def extra_repr(self) -> str:
         return (f"target={self.target!r}, in_channels={self.in_channels}, "
