@@ -14,7 +14,7 @@ import rtx
 import rtx.distributed as dist
 from rtx.datasets.hetero import HeteroGraph, synthetic_hetgraph
 from rtx.distributed import _comm
-from rtx.distributed.partition import khop_in_nodes, local_subgraph, partition_nodes, shard
+from rtx.distributed.partitioning import khop_in_nodes, local_subgraph, partition_nodes, shard
 
 
 @pytest.fixture
@@ -203,7 +203,7 @@ def test_khop_levels_by_hand():
 def test_partition_arguments():
     data = synthetic_hetgraph(100, seed=0)
     with pytest.raises(ValueError, match="unknown method"):
-        partition_nodes(data, 2, "random")
+        partition_nodes(data, 2, "spectral")
     with pytest.raises(ValueError, match="positive int"):
         partition_nodes(data, 0)
     with pytest.raises(ValueError, match="non-empty parts"):
