@@ -105,6 +105,9 @@ class CollectiveMismatchError(RuntimeError):
     of step).  Shapes or dtypes that differ raise ``ValueError``."""
 
 
+CollectiveMismatchError.__module__ = "rtx.distributed"  # its public home (tracebacks)
+
+
 def _import_mpi() -> Any:
     global _MPI
     if _MPI is None:
@@ -257,6 +260,9 @@ def abort(message: str, code: int = 1) -> NoReturn:
     (``MPI_Abort``).  Without MPI (or in a world of one) exit with ``code``."""
     _print_err(message)
     if _COMM is not None and _SIZE > 1:
+        # give the launcher's output forwarding a moment: MPI_Abort tears the job
+        # down at once, and another rank may be printing its own view of the failure
+        time.sleep(0.25)
         _COMM.Abort(code)
     os._exit(code)
 

@@ -148,8 +148,8 @@ class DistributedHetGAT:
         t0 = time.perf_counter()
         if local is None:
             assert data is not None
-            _comm.check_same({"graph_sha256": graph_digest(data), **config},
-                             "DistributedHetGAT")
+            self.graph_id = graph_digest(data)
+            _comm.check_same({"graph_sha256": self.graph_id, **config}, "DistributedHetGAT")
             if halo == "replicated":
                 if not isinstance(data, HeteroGraph):
                     raise TypeError("DistributedHetGAT: halo='replicated' needs a HeteroGraph "
@@ -160,7 +160,8 @@ class DistributedHetGAT:
                 local = halo_subgraph(data, parts, self.rank, self.world)
         else:
             info = local.info
-            _comm.check_same({"shards": info.get("manifest_digest"), **config},
+            self.graph_id = str(info.get("manifest_digest"))
+            _comm.check_same({"shards": self.graph_id, **config},
                              "DistributedHetGAT")
             if info.get("num_parts") != self.world or info.get("part") != self.rank:
                 raise ValueError(f"DistributedHetGAT: rank {self.rank} of {self.world} holds "

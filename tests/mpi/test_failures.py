@@ -7,61 +7,14 @@ every rank checks the same result (broadcast), so all pass or fail together.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
-from conftest import child_env
 
 import rtx.distributed as dist
 from rtx.distributed import _comm
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = os.path.join(HERE, "scenarios.py")
-JOB_TIMEOUT = 90  # a hang: the job is killed and the test fails
-QUICK = 30        # "within seconds", with room for a loaded 2-core machine
-
-
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a fresh MPI job: this test's, less the variables of
-    the launcher that started it (a nested mpiexec is a job of its own)."""
-    env = {k: v for k, v in child_env().items()
-           if not k.startswith(("PMI_", "HYDI_", "HYDRA_", "MPI_LOCAL", "PMIX_", "OMPI_"))}
-    env.pop(_comm.TIMEOUT_ENV, None)
-    env.update(extra or {})
-    return env
-
-
-def mpi_job(segments: list[list[str]], env: dict[str, str] | None = None,
-            timeout: float = JOB_TIMEOUT) -> dict:
-    """Run ``mpiexec -n 1 SEG0 : -n 1 SEG1 ...`` (one rank per segment; hydra's
-    ``-env NAME VALUE`` may open a segment) from rank 0; every rank gets
-    ``{rc, out, err, secs}``.  ``rc`` is ``"timeout"`` for a hang."""
-    res = None
-    if dist.rank() == 0:
-        cmd = ["mpiexec"]
-        for i, seg in enumerate(segments):
-            cmd += ([":"] if i else []) + ["-n", "1", *seg]
-        t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="rtx-mpi-job-") as cwd:
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                   env=_env(env), cwd=cwd)
-                res = {"rc": p.returncode, "out": p.stdout, "err": p.stderr}
-            except subprocess.TimeoutExpired as exc:
-                res = {"rc": "timeout", "out": str(exc.stdout), "err": str(exc.stderr)}
-        res["secs"] = time.monotonic() - t0
-    return _comm.broadcast_object(res, 0, "mpi_job")
-
-
-def scenario(name: str, env: dict[str, str] | None = None) -> dict:
-    return mpi_job([[sys.executable, SCENARIOS, name]] * 2, env)
-
-
-def _show(r: dict) -> str:
-    return f"rc={r['rc']} after {r['secs']:.1f} s\n--- stdout\n{r['out']}\n--- stderr\n{r['err']}"
+from .jobs import QUICK, _env, _show, mpi_job, scenario
 
 
 # ------------------------------------------------- an exception or an early exit
@@ -77,8 +30,13 @@ def test_an_exception_on_one_rank_ends_every_rank(world):
 def test_an_early_exit_on_one_rank_ends_every_rank(world, name):
     r = scenario(name)
     assert r["rc"] not in (0, "timeout") and r["secs"] < QUICK, _show(r)
-    assert "[rank 1/2] rtx.distributed: this rank is exiting while another is not" in r["err"]
-    assert "rank 0: all_reduce" in r["err"], _show(r)
+    # the exiting rank says so, and the other sees it in its collective (whichever
+    # aborts first may cut the other's message short)
+    assert "[rank 1/2] rtx.distributed: this rank is exiting while another is not" in r["err"] \
+        or "[rank 0/2] rtx.distributed.CollectiveMismatchError: all_reduce: the ranks are " \
+           "out of step" in r["err"], _show(r)
+    assert "rank 0: all_reduce(op='sum', shape (1,) float32); rank 1: exit()" in r["err"], \
+        _show(r)
 
 
 # --------------------------------------------------- collectives that disagree
@@ -121,3 +79,96 @@ def test_an_extra_backward_on_rank0_raises_everywhere_without_mixing(world):
     for rank in (0, 1):
         assert f"rank {rank}: gradients not mixed: True" in r["out"], _show(r)
         assert f"rank {rank}: in step" in r["out"], _show(r)
+
+
+# ------------------------------------------------ the example's command line
+EXAMPLE = ["-m", "rtx.examples.hetgat", "--distributed", "--num-papers", "120", "--hidden", "8",
+           "--heads", "2", "--progress", "none"]
+# the console script rtx-hetgat runs this entry point
+CONSOLE = ["-c", "import sys; from rtx.examples.hetgat import cli; sys.exit(cli())",
+           "--distributed", "--num-papers", "120", "--hidden", "8", "--heads", "2",
+           "--progress", "none"]
+
+LOSS_FAILS = """
+import rtx.distributed.hetgat as _h
+_orig, _calls = _h.DistributedHetGAT.loss, [0]
+def _loss(self, logits):
+    _calls[0] += 1
+    if _calls[0] == 3:
+        raise RuntimeError("injected failure in the loss on this rank")
+    return _orig(self, logits)
+_h.DistributedHetGAT.loss = _loss
+"""
+NO_PYMETIS = "import sys\nsys.modules['pymetis'] = None  # as if pymetis were not installed\n"
+
+
+def _site(tmp: str, code: str) -> list[str]:
+    """hydra's ``-env PYTHONPATH ...`` for a segment whose sitecustomize runs ``code``."""
+    os.makedirs(tmp, exist_ok=True)
+    with open(os.path.join(tmp, "sitecustomize.py"), "w") as fh:
+        fh.write(code)
+    return ["-env", "PYTHONPATH", os.pathsep.join([tmp, _env()["PYTHONPATH"]])]
+
+
+def _out_dir(tmp_path_factory) -> str:
+    d = str(tmp_path_factory.mktemp("cli")) if dist.rank() == 0 else ""
+    return _comm.broadcast_object(d, 0, "out dir")
+
+
+def _one_error_line(r: dict) -> str:
+    lines = [ln for ln in r["err"].splitlines() if "error:" in ln]
+    assert len(lines) == 1 and lines[0].startswith("rtx-hetgat: error: "), _show(r)
+    assert "Traceback" not in r["err"], _show(r)
+    return lines[0]
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_a_cli_error_is_printed_once_and_every_rank_exits_2(world, tmp_path_factory, both):
+    out = _out_dir(tmp_path_factory)
+    bad = [sys.executable, *EXAMPLE, "--out", out, "--epochs", "0"]
+    good = bad if both else [sys.executable, *EXAMPLE, "--out", out, "--epochs", "2"]
+    r = mpi_job([good, bad])
+    assert r["rc"] == 2 and r["secs"] < QUICK, _show(r)
+    line = _one_error_line(r)
+    tag = "" if both else "[rank 1/2] "
+    assert line == f"rtx-hetgat: error: {tag}argument --epochs: must be at least 1, got 0", line
+
+
+def test_metis_missing_on_one_rank_is_one_error(world, tmp_path_factory):
+    out = _out_dir(tmp_path_factory)
+    tmp = os.path.join(out, "site")
+    args = [sys.executable, *EXAMPLE, "--out", out, "--epochs", "2", "--partition", "metis"]
+    r = mpi_job([args, [*_site(tmp, NO_PYMETIS), *args]])
+    assert r["rc"] == 2 and r["secs"] < QUICK, _show(r)
+    assert "[rank 1/2] --partition metis: pymetis is not installed" in _one_error_line(r)
+
+
+@pytest.mark.parametrize(("opt", "value", "want"), [
+    ("--seed", "1", "seed: rank 0: 0, rank 1: 1"),
+    ("--epochs", "3", "epochs: rank 0: 2, rank 1: 3"),
+])
+def test_ranks_with_other_arguments_are_refused_before_training(world, tmp_path_factory, opt,
+                                                                value, want):
+    out = _out_dir(tmp_path_factory)
+    base = [sys.executable, *EXAMPLE, "--out", out, "--epochs", "2"]
+    r = mpi_job([base, [*base, opt, value]])
+    assert r["rc"] == 2 and r["secs"] < QUICK, _show(r)
+    line = _one_error_line(r)
+    assert "the ranks differ" in line and want in line, line
+    if opt == "--seed":  # another seed is another synthetic graph: the digests differ too
+        assert "graph_sha256: rank 0: " in line, line
+    assert "epoch    1" not in r["out"] and not os.listdir(out), _show(r)
+
+
+@pytest.mark.parametrize("entry", ["module", "console"])
+def test_an_exception_mid_training_ends_every_rank(world, tmp_path_factory, entry):
+    out = _out_dir(tmp_path_factory)
+    tmp = os.path.join(out, "site")
+    args = [sys.executable, *(EXAMPLE if entry == "module" else CONSOLE), "--out", out,
+            "--epochs", "500"]
+    r = mpi_job([args, [*_site(tmp, LOSS_FAILS), *args]])
+    assert r["rc"] not in (0, "timeout") and r["secs"] < QUICK, _show(r)
+    assert "[rank 1/2] RuntimeError: injected failure in the loss on this rank" in r["err"]
+    assert "[rank 1/2] rtx.distributed: an uncaught exception on this rank: aborting every " \
+           "rank" in r["err"], _show(r)
+    assert "trained" not in r["out"], _show(r)
