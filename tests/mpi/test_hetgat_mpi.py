@@ -265,3 +265,41 @@ def test_shards_on_disk_train_like_the_graph_in_memory(world, tmp_path_factory):
     assert ra == rb  # the same partition, the same arithmetic: bitwise
     with pytest.raises(ValueError, match="needs halo='exchange'"):
         DistributedHetGAT(None, 8, 2, 2, local=local, halo="replicated")
+
+
+def test_example_logs_threads_and_progress_for_batch_logs(world, tmp_path_factory, capsys,
+                                                           monkeypatch):
+    """Rank 0 prints every line with its [rank 0/N] prefix, progress as plain
+    lines (stdout is not a terminal here: no carriage returns), the other
+    ranks nothing; threads per rank = usable cores / ranks on this node."""
+    import os
+
+    from rtx.examples.hetgat import main
+
+    rank, size = world
+    out = str(tmp_path_factory.mktemp("ex")) if rank == 0 else ""
+    out = _comm.broadcast_object(out)
+    rtx.set_num_threads(None)
+    usable = rtx.get_num_threads()
+    bound = len(os.sched_getaffinity(0)) < (os.cpu_count() or 1)
+    capsys.readouterr()
+    m = main(["--distributed", "--num-papers", "120", "--epochs", "3", "--hidden", "8",
+              "--heads", "2", "--out", out])  # --progress auto
+    text = capsys.readouterr()
+    want = usable if bound else max(1, usable // size)  # one node here
+    assert rtx.get_num_threads() == want
+    if rank == 0:
+        assert m["distributed"]["threads_per_rank"] == want
+        lines = [ln for ln in text.out.splitlines() if ln]
+        assert lines and all(ln.startswith(f"[rank 0/{size}] ") for ln in lines), text.out
+        assert "\r" not in text.out + text.err
+        assert [ln.split("] ", 1)[1][:12] for ln in lines
+                if ln.split("] ", 1)[1].startswith("epoch ")] == \
+            ["epoch    1/3", "epoch    2/3", "epoch    3/3"], text.out
+        assert f"{size} MPI ranks x {want} threads" in text.out
+    else:
+        assert text.out == "" and m["final"] is not None
+    main(["--distributed", "--num-papers", "120", "--epochs", "1", "--hidden", "8",
+          "--heads", "2", "--out", out, "--threads", "1", "--progress", "none"])
+    assert rtx.get_num_threads() == 1
+    dist.barrier()
