@@ -113,3 +113,30 @@ def test_resume_refuses_what_does_not_fit(world, tmp_path_factory, capsys):
         main([*ARGS, "--epochs", "4", "--out", other, "--resume", other])
     assert not os.path.exists(os.path.join(other, "metrics.json"))
     dist.barrier()
+
+
+def test_checkpoint_restores_each_ranks_random_stream(world, tmp_path_factory):
+    """The random generator is per rank (its own file): after a restore every
+    rank draws what it drew right after the save."""
+    from rtx.distributed.checkpoint import load_checkpoint, save_checkpoint
+
+    (d,) = _dirs(tmp_path_factory, 1)
+    rank, size = world
+    rtx.manual_seed(100 + rank)
+    rtx.randn(3)  # some state that is not a fresh seed
+    model = rtx.nn.Linear(2, 2)
+    opt = rtx.optim.Adam(model.parameters(), lr=0.1)
+    save_checkpoint(d, 1, model, opt, extra={"note": "x"}, rank_extra={"rank": rank})
+    after_save = rtx.randn(5).numpy().copy()
+    rtx.manual_seed(7)
+    with rtx.no_grad():
+        model.weight.add_(1.0)
+    state = load_checkpoint(d, model, opt)
+    assert state["epoch"] == 1 and state["extra"] == {"note": "x"}
+    assert state["rank_extra"] == {"rank": rank}
+    np.testing.assert_array_equal(rtx.randn(5).numpy(), after_save)
+    draws = dist.all_gather(rtx.tensor(after_save)).numpy()
+    assert not np.array_equal(draws[0], draws[1])  # the streams are per rank
+    assert sorted(os.listdir(d)) == ["epoch-000001", "latest.json"]
+    assert sorted(os.listdir(os.path.join(d, "epoch-000001"))) == [
+        *(f"rank-{r:05d}.npz" for r in range(size)), "state.npz"]
