@@ -44,6 +44,7 @@ def worker(args: argparse.Namespace) -> None:
 
     import rtx
     import rtx.distributed as dist
+    from rtx.distributed import _comm
     from rtx.distributed.hetgat import DistributedHetGAT, peak_rss_bytes
 
     dist.init()
@@ -54,7 +55,8 @@ def worker(args: argparse.Namespace) -> None:
         full_nodes = sum(local.info["num_nodes"].values())
         full_edges = sum(local.info["num_edges"].values())
         run = DistributedHetGAT(None, args.hidden, args.heads, 2, seed=0, halo="exchange",
-                                overlap=args.overlap, local=local)
+                                overlap=args.overlap == "on", split=args.overlap != "off",
+                                local=local)
         del local
     else:
         from rtx.datasets import synthetic_hetgraph
@@ -62,19 +64,22 @@ def worker(args: argparse.Namespace) -> None:
         data = synthetic_hetgraph(args.num_papers, seed=0).astype(np.float32)
         full_nodes, full_edges = sum(data.num_nodes_dict.values()), data.num_edges
         run = DistributedHetGAT(data, args.hidden, args.heads, 2, seed=0, method=args.method,
-                                halo=args.halo, overlap=args.overlap)
+                                halo=args.halo, overlap=args.overlap == "on",
+                                split=args.overlap != "off")
         del data
-    rss_graph = peak_rss_bytes()
+    rss_graph = _comm.allgather_object(peak_rss_bytes() / 2**20, "rss after the graph")
     rtx.reset_peak_memory_stats()
     times, rows = [], []
     for row, _ in run.train(args.epochs, lr=0.01, weight_decay=5e-4):
         times.append(row["rank_seconds"])
         rows.append(row)
     rep = run.rank_report(times)
+    for r in rep:
+        r["rss_graph_mb"] = rss_graph[r["rank"]]
     if dist.rank() == 0:
         out = {"world": dist.world_size(), "threads_per_rank": args.rank_threads,
                "full_nodes": full_nodes, "full_edges": full_edges,
-               "rss_before_graph_mb": rss0 / 2**20, "rss_after_graph_mb": rss_graph / 2**20,
+               "rss_before_graph_mb": rss0 / 2**20,
                "ranks": rep, "loss": [r["loss"] for r in rows],
                "train_acc": rows[-1]["train_acc"],
                "slowest_epoch_s": [r["seconds"] for r in rows]}
@@ -82,7 +87,7 @@ def worker(args: argparse.Namespace) -> None:
             json.dump(out, f)
 
 
-def launch(nranks: int, threads: int, halo: str, overlap: bool, shard_dir: str | None,
+def launch(nranks: int, threads: int, halo: str, overlap: str, shard_dir: str | None,
            args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "out.json")
@@ -91,7 +96,7 @@ def launch(nranks: int, threads: int, halo: str, overlap: bool, shard_dir: str |
                "--epochs", str(args.epochs), "--hidden", str(args.hidden),
                "--heads", str(args.heads), "--method", args.method,
                "--rank-threads", str(threads), "--halo", halo]
-        cmd += ["--overlap", "on"] if overlap else []
+        cmd += ["--overlap", overlap]
         cmd += ["--shard-dir", shard_dir] if shard_dir else []
         per = str(threads)  # rtx's OpenMP and numpy's BLAS alike
         env = dict(os.environ, OMP_NUM_THREADS=per, OPENBLAS_NUM_THREADS=per,
@@ -122,7 +127,8 @@ def train_runs(args: argparse.Namespace) -> None:
 
     configs = [tuple(int(v) for v in c.split("x")) for c in args.configs.split(",")]
     modes = [h.strip() for h in args.halo.split(",")]
-    overlaps = {"off": [False], "on": [True], "both": [False, True]}[args.overlap]
+    overlaps = {"off": ["off"], "on": ["on"], "split": ["split"], "both": ["off", "on"],
+                "all": ["off", "split", "on"]}[args.overlap]
     if args.shards:
         modes = ["exchange"]
     print(f"rtx {rtx.__version__}; HetGAT 2 layers, hidden {args.hidden}, {args.heads} heads; "
@@ -151,7 +157,7 @@ def train_runs(args: argparse.Namespace) -> None:
     for rnd in range(args.rounds):
         for p, t in configs:
             for halo in modes:
-                for ov in (overlaps if halo == "exchange" else [False]):
+                for ov in (overlaps if halo == "exchange" else ["off"]):
                     runs.append((rnd, p, t, halo, ov, launch(p, t, halo, ov,
                                                              shard_dirs.get(p), args)))
     keep.cleanup()
@@ -159,12 +165,13 @@ def train_runs(args: argparse.Namespace) -> None:
     print("\nmodel (docs/distributed.md), from the round's first 1-rank run of the same mode: "
           "epoch s between base * work_r/work_1 (edge-bound) and base * nodes_r/nodes_1 "
           "(node-bound), times threads_1/threads_r; rtx peak MB between the same two "
-          "fractions of base; halo MB = rows received per epoch, forward + backward")
+          "fractions of base; RSS graph = peak RSS once the rank holds its share (before "
+          "training); halo MB = rows received per epoch, forward + backward")
     print(f"{'round':>5} {'PxT':>5} {'mode':>10} {'rank':>4} {'nodes':>8} {'work':>9} "
           f"{'epoch s':>8} {'model s':>11} {'rtx MB':>7} {'model MB':>9} {'RSS MB':>7} "
-          f"{'halo MB':>8}")
+          f"{'RSS graph':>9} {'halo MB':>8}")
     for rnd, p, t, halo, ov, res in runs:
-        mode = halo[:4] + ("+ov" if ov else "")
+        mode = halo[:4] + {"off": "", "split": "+split", "on": "+ov"}[ov]
         base = next((b for r_, q, _, h, o, b in runs if r_ == rnd and q == 1 and h == halo
                      and o == ov), None)
         for r in res["ranks"]:
@@ -179,10 +186,11 @@ def train_runs(args: argparse.Namespace) -> None:
             print(f"{rnd:>5} {f'{p}x{t}':>5} {mode:>10} {r['rank']:>4} {r['nodes']:>8} "
                   f"{_work(r):>9} {r['median_epoch_s']:>8.3f} {f'{t_lo:.2f}-{t_hi:.2f}':>11} "
                   f"{r['rtx_peak_mb']:>7.0f} {f'{lo:.0f}-{hi:.0f}':>9} "
-                  f"{r['peak_rss_mb']:>7.0f} {_halo_mb(r, args.hidden):>8.1f}")
+                  f"{r['peak_rss_mb']:>7.0f} {r['rss_graph_mb']:>9.0f} "
+                  f"{_halo_mb(r, args.hidden):>8.1f}")
     for rnd in range(args.rounds):
         for halo in modes:
-            for ov in (overlaps if halo == "exchange" else [False]):
+            for ov in (overlaps if halo == "exchange" else ["off"]):
                 one = [res for r_, p, _, h, o, res in runs
                        if r_ == rnd and p == 1 and h == halo and o == ov]
                 for p, res in [(p, res) for r_, p, _, h, o, res in runs
@@ -194,8 +202,9 @@ def train_runs(args: argparse.Namespace) -> None:
                                                           strict=True))
                     ratio = one[0]["ranks"][0]["median_epoch_s"] / slowest
                     rss = max(r["peak_rss_mb"] for r in res["ranks"])
-                    print(f"round {rnd} {halo}{' overlap' if ov else ''}: 1 rank / {p} ranks "
-                          f"(slowest) {ratio:.2f}x; peak RSS per rank {rss:.0f} MB vs "
+                    tag = "" if ov == "off" else f" {ov}"
+                    print(f"round {rnd} {halo}{tag}: 1 rank / {p} ranks (slowest) "
+                          f"{ratio:.2f}x; peak RSS per rank {rss:.0f} MB vs "
                           f"{one[0]['ranks'][0]['peak_rss_mb']:.0f} MB; loss curves max "
                           f"|diff| {diff:.1e}")
 
@@ -270,8 +279,11 @@ def main() -> None:
                                                          "contiguous"])
     ap.add_argument("--halo", default="exchange",
                     help="halo modes to run, comma-separated: exchange, replicated")
-    ap.add_argument("--overlap", default="off", choices=["off", "on", "both"],
-                    help="with --halo exchange: overlap the exchange with the owned rows")
+    ap.add_argument("--overlap", default="off", choices=["off", "split", "on", "both", "all"],
+                    help="with --halo exchange: off (the model's GATConv on [owned | halo] "
+                         "rows), split (owned destinations only, wait for the halo first), on "
+                         "(split, the owned rows computed while the halo travels); both: off "
+                         "and on; all: the three")
     ap.add_argument("--shards", action="store_true",
                     help="partition into shard files first; workers read only their own")
     ap.add_argument("--stats", action="store_true",
@@ -284,8 +296,6 @@ def main() -> None:
     ap.add_argument("--shard-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        if isinstance(args.overlap, str):
-            args.overlap = args.overlap == "on"
         worker(args)
     elif args.stats:
         stats(args)

@@ -721,9 +721,9 @@ def _run_tests(dst: str, m: Mutant | None, tests: list[str], k: str,
     env["RTX_FUZZ_EXAMPLES"] = "30"
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            *tests]
-    if m is not None and m.mpi:  # tests/mpi: under a launcher; a hang ends in 60 s
+    if m is not None and m.mpi:  # tests/mpi: under a launcher; a hang ends in 150 s
         cmd = ["mpiexec", "-n", str(m.mpi), *cmd]
-        env["RTX_DIST_TIMEOUT"] = "60"
+        env["RTX_DIST_TIMEOUT"] = "150"  # above tests/mpi/jobs.py's 90 s job timeout
     if k:
         cmd += ["-k", k]
     t0 = time.perf_counter()

@@ -119,7 +119,7 @@ class DistributedHetGAT:
     def __init__(self, data: HeteroData | None, hidden: int, heads: int, num_layers: int,
                  seed: int = 0, method: str = "auto", bucket_cap_mb: float = 25.0,
                  model_fn: Any = None, halo: str = "replicated", overlap: bool = False,
-                 local: LocalGraph | None = None,
+                 split: bool | None = None, local: LocalGraph | None = None,
                  fingerprint: dict[str, Any] | None = None) -> None:
         """``model_fn(metadata, in_channels, hidden, out, heads=, num_layers=, target=)``
         builds the model (default ``rtx.nn.HetGAT``); it must be a ``num_layers``-hop
@@ -130,7 +130,13 @@ class DistributedHetGAT:
         share), or ``None`` with ``local``: this rank's shard (``load_shard``;
         ``halo="exchange"``).  ``fingerprint``: more values every rank must
         agree on (the command line's arguments); checked with the graph's
-        digest and the model's configuration before anything else."""
+        digest and the model's configuration before anything else.
+
+        ``halo="exchange"`` runs layers after the first either through the
+        model's own ``GATConv`` s on [owned | halo] rows (``split=False``) or
+        with the same arithmetic split into owned and halo rows
+        (``split=True``: only owned destinations are computed); ``overlap=True``
+        (implies ``split``) computes the owned rows while the halo travels."""
         if model_fn is None:
             model_fn = HetGAT
         if halo not in HALO_MODES:
@@ -143,6 +149,8 @@ class DistributedHetGAT:
                              "halo='exchange'")
         self.rank, self.world = _comm.rank(), _comm.world_size()
         self.halo, self.overlap = halo, bool(overlap) and halo == "exchange"
+        # the split layer (own GAT arithmetic, owned destinations only); overlap needs it
+        self.split = self.overlap if split is None else bool(split) or self.overlap
         config = {"hidden": hidden, "heads": heads, "num_layers": num_layers, "halo": halo,
                   "method": method, "world_size": self.world, **(fingerprint or {})}
         t0 = time.perf_counter()
@@ -251,18 +259,21 @@ class DistributedHetGAT:
             for gat in conv.convs.values():
                 if (gat.edge_dim is not None or gat.residual or not gat.concat
                         or gat.dropout > 0.0):
-                    raise ValueError("overlap=True supports HetGAT's own GATConv layers only "
+                    raise ValueError("split / overlap support HetGAT's own GATConv layers only "
                                      "(no edge features, residual, dropout; concat)")
 
     def _layer_split(self, layer: int, conv: Any, h_own: dict[str, Any]) -> dict[str, Any]:
-        """Layer ``layer`` (>= 1) with the exchange overlapped: post it, run
-        the owned rows' transforms, wait, then the halo rows' and the
+        """Layer ``layer`` (>= 1), owned destinations only: post the exchange,
+        run the owned rows' transforms (with ``overlap``: while the halo rows
+        travel; else after they arrived), then the halo rows' and the
         attention.  The same arithmetic as ``GATConv.forward``."""
         plan = self.plans[layer]
         assert plan is not None
         pending = Pending()
         halo = dict(zip(plan.types, exchange(plan, [h_own[t] for t in plan.types], pending),
                         strict=True))
+        if not self.overlap:
+            pending.wait()
         parts = []
         for et, gat in zip(conv.edge_types, conv.convs.values(), strict=True):
             s, _, d = et
@@ -296,11 +307,11 @@ class DistributedHetGAT:
         m = self.model
         n_own = self.n_own
         h_own: dict[str, Any] = self.x_own
-        if self.overlap:
+        if self.split:
             self._check_split()
         for layer, conv in enumerate(m.convs):
             edges = self.layer_edges[layer]
-            if layer and self.overlap:
+            if layer and self.split:
                 out = self._layer_split(layer, conv, h_own)
             else:
                 if layer == 0:

@@ -190,7 +190,7 @@ def _one_process_hetgat(data, hidden, heads, layers, epochs, lr):
 
 @pytest.mark.parametrize(("method", "overlap", "layers"), [
     ("metis", False, 2), ("metis", True, 2), ("random", False, 2), ("random", True, 3),
-    ("contiguous", False, 1)])
+    ("random", "split", 3), ("contiguous", False, 1)])
 def test_halo_exchange_matches_one_process(world, method, overlap, layers):
     """Each rank computes only its owned nodes and exchanges boundary rows per
     layer: the loss curve and accuracies are the one-process ones (float64)."""
@@ -199,7 +199,8 @@ def test_halo_exchange_matches_one_process(world, method, overlap, layers):
     rank, size = world
     data = synthetic_hetgraph(300, seed=2, dtype=np.float64)
     run = DistributedHetGAT(data, 8, 2, layers, seed=rank, model_fn=_hetgat_double,
-                            halo="exchange", method=method, overlap=overlap)
+                            halo="exchange", method=method, overlap=overlap is True,
+                            split=overlap == "split" or None)
     own = run.local.num_owned_dict
     every = _comm.allgather_object(own)
     for nt, n in data.num_nodes_dict.items():  # every node owned exactly once
@@ -207,6 +208,18 @@ def test_halo_exchange_matches_one_process(world, method, overlap, layers):
     assert run.local.graph.num_nodes_dict["paper"] < data.num_nodes_dict["paper"]
     if layers > 1:
         assert any(sum(p.stats()["recv"].values()) for p in run.plans if p is not None)
+    if method != "metis":  # the scaling model's counts are the exchange's own
+        parts = dist.partition_all(data, size, method)
+        st = dist.partition_stats(data, parts, size, num_layers=layers)[rank]
+        assert run.local.num_owned_dict == st["owned"]
+        assert {nt: n - st["owned"][nt] for nt, n in run.local.graph.num_nodes_dict.items()} \
+            == st["halo"]
+        for layer in range(1, layers):
+            recv = run.plans[layer].stats()["recv"]
+            assert {nt: v for nt, v in st["layer_halo"][layer].items() if v or nt in recv} \
+                == {nt: recv.get(nt, 0) for nt in st["layer_halo"][layer]
+                    if st["layer_halo"][layer][nt] or nt in recv}
+        assert run._layer_edge_counts() == st["layer_edges"]
     rows = [row for row, _ in run.train(5, lr=0.02, weight_decay=5e-4)]
     losses, accs = _one_process_hetgat(data, 8, 2, layers, 5, 0.02)
     np.testing.assert_allclose([r["loss"] for r in rows], losses, rtol=1e-10)
