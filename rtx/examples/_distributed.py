@@ -29,6 +29,7 @@ driver adds to the library:
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import math
 import os
@@ -170,10 +171,12 @@ def _say(text: str, err: bool = False) -> None:
 
 class _Job:
     """How this process leaves: after an agreed error, every rank exits with
-    the same status (leaving the process group first when it joined it)."""
+    the same status (leaving the process group first when it joined it).
+    ``ex`` is the example module (``rtx.examples.hetgat``) whose helpers the
+    driver shares (passed in, not imported: the example imports this module)."""
 
-    def __init__(self, ap: _cli.ArgumentParser, owns_group: bool) -> None:
-        self.ap, self.owns_group = ap, owns_group
+    def __init__(self, ap: _cli.ArgumentParser, owns_group: bool, ex: Any) -> None:
+        self.ap, self.owns_group, self.ex = ap, owns_group, ex
 
     def agree(self, err: _UserError | None) -> None:
         """Every rank's error (or none); when any rank has one, rank 0 prints
@@ -207,15 +210,9 @@ def _guarded(job: _Job, fn: Any, *errors: type[BaseException]) -> Any:
     except _UserError as exc:
         err = exc
     except errors as exc:
-        err = _UserError(_message(exc), 2)
+        err = _UserError(job.ex._message(exc), 2)
     job.agree(err)
     return out
-
-
-def _message(exc: BaseException) -> str:
-    from .hetgat import _message as one_line
-
-    return one_line(exc)
 
 
 # ------------------------------------------------------------- defaults
@@ -247,8 +244,8 @@ class _Progress:
     """Rank 0's progress: tqdm on a terminal (or when asked), else a plain
     line every ~10% of the epochs (batch logs: no carriage returns)."""
 
-    def __init__(self, total: int, start: int, mode: str) -> None:
-        self.total, self.start, self.bar = total, start, None
+    def __init__(self, total: int, start: int, mode: str, duration: Any) -> None:
+        self.total, self.start, self.bar, self.duration = total, start, None, duration
         self.t0 = time.perf_counter()
         self.every = max(1, (total - start) // 10)
         lead = dist.rank() == 0
@@ -269,11 +266,9 @@ class _Progress:
             self.bar.update(1)
         elif self.mode == "plain" and (epoch == self.start + 1 or epoch == self.total
                                        or (epoch - self.start) % self.every == 0):
-            from .hetgat import _duration
-
             done = epoch - self.start
             eta = (time.perf_counter() - self.t0) / done * (self.total - epoch)
-            _say(f"epoch {epoch:4d}/{self.total}  {text}  eta {_duration(eta)}")
+            _say(f"epoch {epoch:4d}/{self.total}  {text}  eta {self.duration(eta)}")
 
     def close(self) -> None:
         if self.bar is not None:
@@ -291,11 +286,10 @@ def fingerprint(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------- main
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """``rtx-hetgat --distributed ...`` (see the module docstring).  Returns
-    the metrics (rank 0: what it wrote to metrics.json)."""
-    from . import hetgat as ex
-
+def main(argv: Sequence[str] | None, ex: Any) -> dict[str, Any]:
+    """``rtx-hetgat --distributed ...`` (see the module docstring); ``ex`` is
+    the example module (``rtx.examples.hetgat``: its parser and helpers).
+    Returns the metrics (rank 0: what it wrote to metrics.json)."""
     ap = ex.build_parser()
     _defer(ap)
     err: _UserError | None = None
@@ -310,9 +304,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         dist.init(timeout=getattr(args, "dist_timeout", None))
     except (ImportError, RuntimeError, ValueError, TypeError) as exc:
         # no MPI, or not under a launcher: no rank can hear the others, each says it
-        msg = err.message if err is not None else f"--distributed: {_message(exc)}"
+        msg = err.message if err is not None else f"--distributed: {ex._message(exc)}"
         ap.exit(err.status if err is not None else 2, f"{ap.prog}: error: {msg}\n")
-    job = _Job(ap, owns_group)
+    job = _Job(ap, owns_group, ex)
     job.agree(err)
     assert args is not None
     try:
@@ -339,7 +333,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
                                      f"this run has {world} (mpiexec -n {parts})")
                 local = load_shard(args.shards, rank)
             except (OSError, ValueError) as exc:
-                raise _UserError(f"--shards {args.shards}: {_message(exc)}") from None
+                raise _UserError(f"--shards {args.shards}: {ex._message(exc)}") from None
             source = f"shards {os.path.abspath(args.shards)} (part {rank} of {world})"
         else:
             data, source = ex._load_data(ap, args)
@@ -348,7 +342,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
             try:
                 meta = read_latest(args.resume)
             except (OSError, ValueError) as exc:
-                raise _UserError(f"--resume {args.resume}: {_message(exc)}") from None
+                raise _UserError(f"--resume {args.resume}: {ex._message(exc)}") from None
             if meta["epoch"] >= args.epochs:
                 raise _UserError(f"--resume {args.resume}: the checkpoint is at epoch "
                                  f"{meta['epoch']}, --epochs {args.epochs}: nothing left to "
@@ -385,8 +379,6 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
 
     run = _guarded(job, build, ValueError, TypeError, _comm.CollectiveMismatchError)
     data = local = None  # each rank keeps only its share (the closure above shares these)
-    import gc
-
     gc.collect()
     rtx.reset_peak_memory_stats()
     _say(f"this rank: {run.local.num_owned} of {run.info['num_nodes'][run.info['target']]} "
@@ -410,7 +402,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
                                        run.model, run.make_optimizer(args.lr,
                                                                      args.weight_decay))
             except (OSError, ValueError) as exc:
-                raise _UserError(f"--resume {args.resume}: {_message(exc)}") from None
+                raise _UserError(f"--resume {args.resume}: {ex._message(exc)}") from None
 
         state = _guarded(job, resume)
         start = state["epoch"]
@@ -420,7 +412,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
         best.epoch, best.value, best.state = b.get("epoch"), b.get("value", 0.0), b.get("state")
         _say(f"resumed from {state['epoch']} epochs ({find_checkpoint(args.resume)})")
 
-    bar = _Progress(args.epochs, start, args.progress)
+    bar = _Progress(args.epochs, start, args.progress, ex._duration)
     t0 = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line
@@ -444,7 +436,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
                                          "state": best.state}}, config=config)
                         except OSError as exc:
                             raise _UserError(f"cannot write a checkpoint into {ckpt_dir}: "
-                                             f"{_message(exc)}", _cli.EXIT_FAILED) from None
+                                             f"{ex._message(exc)}", _cli.EXIT_FAILED) from None
 
                     _guarded(job, save)
     finally:

@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ``rtx-hetgat: error: ...`` and exits with status 2 (``SystemExit``); a run that
     cannot finish (a non-finite loss) prints one line and exits with status 1."""
     if _distributed.wanted(argv):  # every rank parses, the ranks agree on errors
-        return _distributed.main(argv)
+        return _distributed.main(argv, sys.modules[__name__])
     ap = build_parser()
     args = ap.parse_args(argv)
     _check_args(ap, args)
