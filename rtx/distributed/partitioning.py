@@ -106,7 +106,8 @@ def partition_nodes(data: HeteroGraph, num_parts: int, method: str = "auto") -> 
     self_rel = [ei for (s, _, d), ei in data.edge_index_dict.items() if s == d == t]
     pm = _metis()
     if method == "metis" and pm is None:
-        raise ImportError("method='metis' needs pymetis (pip install pymetis)")
+        raise ModuleNotFoundError("method='metis' needs pymetis (pip install pymetis)",
+                                  name="pymetis")
     if method == "metis" and not self_rel:
         raise ValueError(f"method='metis': the target type {t!r} has no relation to itself")
     if num_parts == 1:

@@ -82,8 +82,8 @@ def partition_all(data: HeteroData, num_parts: int, method: str = "metis",
         try:
             pm = importlib.import_module("pymetis")
         except ImportError:
-            raise ImportError("method='metis' needs pymetis (pip install pymetis), or use "
-                              "method='random'") from None
+            raise ModuleNotFoundError("method='metis' needs pymetis (pip install pymetis), "
+                                      "or use method='random'", name="pymetis") from None
     if p == 1:
         return {nt: np.zeros(n, dtype=np.int64) for nt, n in counts.items()}
     if method == "random":
