@@ -63,7 +63,7 @@ HETGAT_BAD_OPTIONS = {
     "num-papers-9": (["--num-papers", "9"], "--num-papers"),
     "seed-negative": (["--seed", "-1"], "--seed"),
     "progress-unknown": (["--progress", "fancy"], "--progress"),
-    "partition-unknown": (["--partition", "random"], "--partition"),
+    "partition-unknown": (["--partition", "spectral"], "--partition"),
     "unknown-option": (["--batch-size", "4"], "--batch-size"),
     "distributed-without-mpiexec": (["--distributed"], "--distributed"),
 }

@@ -3,6 +3,7 @@ lazy import.  The multi-rank tests are in tests/mpi (run under mpiexec)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -13,8 +14,8 @@ from conftest import child_env, run_child, run_python
 import rtx
 import rtx.distributed as dist
 from rtx.datasets.hetero import HeteroGraph, synthetic_hetgraph
-from rtx.distributed import _comm
-from rtx.distributed.partition import khop_in_nodes, local_subgraph, partition_nodes, shard
+from rtx.distributed import _comm, shards
+from rtx.distributed.partitioning import khop_in_nodes, local_subgraph, partition_nodes, shard
 
 
 @pytest.fixture
@@ -203,7 +204,7 @@ def test_khop_levels_by_hand():
 def test_partition_arguments():
     data = synthetic_hetgraph(100, seed=0)
     with pytest.raises(ValueError, match="unknown method"):
-        partition_nodes(data, 2, "random")
+        partition_nodes(data, 2, "spectral")
     with pytest.raises(ValueError, match="positive int"):
         partition_nodes(data, 0)
     with pytest.raises(ValueError, match="non-empty parts"):
@@ -248,3 +249,172 @@ def test_example_distributed_without_a_launcher_says_how_to_launch():
                     "--epochs", "1"], env=env)
     assert r.returncode != 0
     assert "mpiexec -n N" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# ------------------------------------------------------ 1-hop shards (halo exchange)
+def _shard_graph(P=3, seed=3, n=300):
+    data = synthetic_hetgraph(n, seed=seed, dtype=np.float64)
+    return data, shards.partition_all(data, P, "random", seed=1)
+
+
+@pytest.mark.parametrize("method", ["random", "contiguous", "metis"])
+def test_partition_all_splits_every_node_type(method):
+    if method == "metis":
+        pytest.importorskip("pymetis")
+    data = synthetic_hetgraph(300, seed=3)
+    parts = shards.partition_all(data, 3, method)
+    assert set(parts) == set(data.node_types)
+    for nt, n in data.num_nodes_dict.items():
+        counts = np.bincount(parts[nt], minlength=3)
+        assert parts[nt].shape == (n,) and counts.sum() == n and (counts > 0).all(), (nt, counts)
+        if method != "metis":
+            assert counts.max() - counts.min() <= 1  # balanced per type
+        else:  # one balance constraint per type: within METIS's tolerance
+            assert counts.max() <= 1.35 * n / 3 + 1, (nt, counts)
+    again = shards.partition_all(data, 3, method)
+    assert all(np.array_equal(parts[nt], again[nt]) for nt in parts)  # deterministic
+
+
+def test_partition_all_arguments(monkeypatch):
+    data = synthetic_hetgraph(50, seed=0)
+    with pytest.raises(ValueError, match="unknown method"):
+        shards.partition_all(data, 2, "spectral")
+    with pytest.raises(ValueError, match="positive int"):
+        shards.partition_all(data, 0)
+    monkeypatch.setitem(sys.modules, "pymetis", None)
+    with pytest.raises(ImportError, match="pip install pymetis"):
+        shards.partition_all(data, 2, "metis")
+    assert all((p == 0).all() for p in shards.partition_all(data, 1, "random").values())
+
+
+def test_halo_subgraph_holds_each_edge_once_and_its_halo_sorted_by_owner():
+    data, parts = _shard_graph()
+    seen_edges = {et: [] for et in data.edge_types}
+    owned_seen = {nt: np.zeros(n, int) for nt, n in data.num_nodes_dict.items()}
+    for p in range(3):
+        lg = shards.halo_subgraph(data, parts, p, 3)
+        g = lg.graph
+        for nt in data.node_types:
+            ids, k = lg.global_ids[nt], lg.num_owned_dict[nt]
+            assert (parts[nt][ids[:k]] == p).all() and (parts[nt][ids[k:]] != p).all()
+            np.testing.assert_array_equal(lg.halo_owner[nt], parts[nt][ids[k:]])
+            order = np.lexsort((ids[k:], lg.halo_owner[nt]))
+            np.testing.assert_array_equal(order, np.arange(order.size))  # by owner, then id
+            owned_seen[nt][ids[:k]] += 1
+            np.testing.assert_array_equal(g.x_dict[nt], data.x_dict[nt][ids])
+        t = data.target
+        k = lg.num_owned_dict[t]
+        own = lg.global_ids[t][:k]
+        np.testing.assert_array_equal(g.y[:k], data.y[own])
+        for m in ("train_mask", "val_mask", "test_mask"):
+            np.testing.assert_array_equal(getattr(g, m)[:k], getattr(data, m)[own])
+            assert not getattr(g, m)[k:].any()
+        for et, ei in g.edge_index_dict.items():
+            s, _, d = et
+            assert (ei[1] < lg.num_owned_dict[d]).all()  # every destination owned
+            seen_edges[et].append(np.stack([lg.global_ids[s][ei[0]], lg.global_ids[d][ei[1]]]))
+        # the halo is exactly the sources of edges into owned nodes that others own
+        for nt in data.node_types:
+            need = set()
+            for et, ei in data.edge_index_dict.items():
+                if et[0] == nt:
+                    hit = parts[et[2]][ei[1]] == p
+                    need |= {int(v) for v in ei[0][hit] if parts[nt][v] != p}
+            assert set(lg.global_ids[nt][lg.num_owned_dict[nt]:].tolist()) == need
+    for nt in data.node_types:
+        np.testing.assert_array_equal(owned_seen[nt], 1)
+    for et, ei in data.edge_index_dict.items():
+        got = np.concatenate(seen_edges[et], axis=1)
+        assert got.shape == ei.shape
+        key = lambda a: sorted(map(tuple, a.T.tolist()))  # noqa: E731
+        assert key(got) == key(ei)  # each edge in exactly one shard
+
+
+def test_one_layer_on_a_halo_shard_gives_the_full_graph_outputs():
+    """What one layer needs is in the shard: owned rows of a 1-layer HetGAT
+    (numpy reference) equal the full graph's; one hop fewer (no halo) is not."""
+    data, parts = _shard_graph()
+    params = _hetgat_ref_params(data, hidden=8, heads=2, num_layers=1, out=4)
+    full = _hetgat_ref(data, params, heads=2)
+    for p in range(3):
+        lg = shards.halo_subgraph(data, parts, p, 3)
+        k = lg.num_owned_dict["paper"]
+        local = _hetgat_ref(lg.graph, params, heads=2)
+        np.testing.assert_allclose(local[:k], full[lg.global_ids["paper"][:k]], rtol=1e-10,
+                                   atol=1e-12)
+    lg = shards.halo_subgraph(data, parts, 0, 3)
+    cut = {et: ei[:, ei[0] < lg.num_owned_dict[et[0]]] for et, ei in
+           lg.graph.edge_index_dict.items()}
+    g = HeteroGraph(lg.graph.x_dict, cut, lg.graph.y, lg.graph.train_mask, lg.graph.val_mask,
+                    lg.graph.test_mask, target="paper")
+    k = lg.num_owned_dict["paper"]
+    assert not np.allclose(_hetgat_ref(g, params, heads=2)[:k],
+                           full[lg.global_ids["paper"][:k]])
+
+
+def test_partition_writes_shards_and_a_manifest_that_load_back(tmp_path):
+    data, _ = _shard_graph(P=2)
+    m = dist.partition(data, 2, tmp_path, method="random", seed=1)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["manifest.json", "part-00000.npz", "part-00001.npz"]  # no temp files
+    assert m == shards.read_manifest(tmp_path) and m["num_parts"] == 2
+    assert m["graph"]["num_nodes"] == data.num_nodes_dict
+    assert m["graph_sha256"] == shards.graph_digest(data)
+    parts = shards.partition_all(data, 2, "random", seed=1)
+    for p in range(2):
+        a = dist.load_shard(tmp_path, p)
+        b = shards.halo_subgraph(data, parts, p, 2)
+        assert a.num_owned_dict == b.num_owned_dict == m["parts"][p]["owned"]
+        for nt in data.node_types:
+            np.testing.assert_array_equal(a.global_ids[nt], b.global_ids[nt])
+            np.testing.assert_array_equal(a.graph.x_dict[nt], b.graph.x_dict[nt])
+        for et in data.edge_types:
+            np.testing.assert_array_equal(a.graph.edge_index_dict[et],
+                                          b.graph.edge_index_dict[et])
+        assert a.info["manifest_digest"] == m["digest"]
+    stats = dist.partition_stats(data, parts, 2, num_layers=2)
+    for p, st in enumerate(stats):
+        assert st["owned"] == m["parts"][p]["owned"] and st["halo"] == m["parts"][p]["halo"]
+        assert st["edges"] == m["parts"][p]["edges"]
+
+
+def test_damaged_shards_are_refused(tmp_path):
+    data, _ = _shard_graph(P=2)
+    dist.partition(data, 2, tmp_path, method="random")
+    with pytest.raises(ValueError, match="part 2 is not one of the 2 parts"):
+        dist.load_shard(tmp_path, 2)
+    part = tmp_path / "part-00001.npz"
+    raw = bytearray(part.read_bytes())
+    raw[len(raw) // 2] ^= 1
+    part.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        dist.load_shard(tmp_path, 1)
+    dist.load_shard(tmp_path, 0)  # the other part is fine
+    man = tmp_path / "manifest.json"
+    man.write_text(man.read_text().replace('"num_parts": 2', '"num_parts": 3'))
+    with pytest.raises(ValueError, match="digest does not match"):
+        dist.load_shard(tmp_path, 0)
+    man.write_text("{}")
+    with pytest.raises(ValueError, match="not a shard manifest"):
+        shards.read_manifest(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        dist.load_shard(tmp_path / "nowhere", 0)
+
+
+def test_partition_of_a_graph_without_features_everywhere(tmp_path):
+    """ogbn-mag's layout (features on papers only): shards and statistics are
+    written; training from them says what is missing."""
+    from rtx.datasets import synthetic_mag
+
+    data = synthetic_mag(0.001, seed=0)
+    m = dist.partition(data, 2, tmp_path, method="random")
+    assert sum(p["owned"]["author"] for p in m["parts"]) == data["author"].num_nodes
+    assert sum(p["edges"] for p in m["parts"]) == data.num_edges
+    with pytest.raises(ValueError, match="'author' has no features"):
+        dist.load_shard(tmp_path, 0)
+    parts = shards.partition_all(data, 4, "random")
+    st = dist.partition_stats(data, parts, 4, num_layers=2)
+    assert sum(s["edges"] for s in st) == data.num_edges
+    # the last layer only runs relations into papers: it reads no institution
+    assert all(s["layer_halo"][1]["institution"] == 0 for s in st)
+    assert any(s["layer_halo"][0]["institution"] > 0 for s in st)

@@ -493,11 +493,17 @@ def test_segment_softmax_float32_wide_rows_logits_near_1000(heads, backend):
 
 
 class _FakeMPI:
-    """The two constants all_reduce takes from mpi4py."""
+    """What all_reduce takes from mpi4py: constants and Request.Testall."""
 
     IN_PLACE = object()
     SUM = "sum"
     MAX = "max"
+    MIN, LOR, LAND = "min", "lor", "land"
+
+    class Request:
+        @staticmethod
+        def Testall(reqs):
+            return True                         # the fake's requests complete at once
 
 
 class _TwoRankComm:
@@ -513,16 +519,18 @@ class _TwoRankComm:
     def Get_rank(self):
         return 0
 
-    def allgather(self, obj):
-        return [obj, obj]                       # the other rank agrees on shape and dtype
+    def Iallgather(self, sendbuf, recvbuf):
+        recvbuf[...] = sendbuf                  # the other rank agrees on the call
+        return None
 
-    def Allreduce(self, sendbuf, recvbuf, op):
+    def Iallreduce(self, sendbuf, recvbuf, op):
         assert sendbuf is _FakeMPI.IN_PLACE
         self.calls.append(op)
         if op == "sum":
             recvbuf += self.other.astype(recvbuf.dtype)
         else:
             np.maximum(recvbuf, self.other.astype(recvbuf.dtype), out=recvbuf)
+        return None
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -43,6 +43,12 @@ H3 = "tests/test_hardening3_interop.py"
 TS = "tests/test_sampler.py"
 TL = "tests/test_loader.py"
 LD = "rtx/loader/loader.py"
+DCOMM = "rtx/distributed/_comm.py"
+TDIST = "tests/test_distributed.py"
+TCOL = "tests/mpi/test_collectives.py"
+TFAIL = "tests/mpi/test_failures.py"
+THET = "tests/mpi/test_hetgat_mpi.py"
+TRES = "tests/mpi/test_resume.py"
 
 
 @dataclass
@@ -55,6 +61,7 @@ class Mutant:
     what: str
     k: str = ""
     extra: list[str] = field(default_factory=list)
+    mpi: int = 0  # > 0: run the tests under `mpiexec -n <mpi>` (tests/mpi)
 
 
 MUTANTS = [
@@ -645,6 +652,85 @@ MUTANTS = [
            "            loop = row == col\n",
            "            loop = np.zeros(row.shape[0], dtype=bool)\n",
            [TL], "triplet negatives within one node type may be the source itself", k="link"),
+    # ------------------------------------- issue 23: bounded failures, shards, halo exchange
+    Mutant("agree-ignores-op", DCOMM,
+           "    control = [_F_KIND, _F_OP, _F_ROOT, _F_EXTRA, _F_EXTRA + 1]",
+           "    control = [_F_KIND, _F_ROOT, _F_EXTRA, _F_EXTRA + 1]",
+           [TCOL], "ranks that reduce with different ops are not told", k="different_ops",
+           mpi=2),
+    Mutant("agree-ignores-root", DCOMM,
+           "    control = [_F_KIND, _F_OP, _F_ROOT, _F_EXTRA, _F_EXTRA + 1]",
+           "    control = [_F_KIND, _F_OP, _F_EXTRA, _F_EXTRA + 1]",
+           [TCOL], "broadcasts from different roots are not told", k="different_ops", mpi=2),
+    Mutant("agree-ignores-dtype", DCOMM,
+           "    shape_f = slice(_F_DTYPE, _F_SHAPE_HASH + 1)",
+           "    shape_f = slice(_F_NDIM, _F_SHAPE_HASH + 1)",
+           [TCOL], "tensors of different dtypes meet in one collective", k="mismatched",
+           mpi=2),
+    Mutant("bool-max-is-and", DCOMM,
+           "        return MPI.LOR if op in (\"lor\", \"max\") else MPI.LAND",
+           "        return MPI.LOR if op == \"lor\" else MPI.LAND",
+           [TCOL], "all_reduce(op='max') of bools is a logical and", k="bool", mpi=2),
+    Mutant("no-abort-on-exception", DCOMM,
+           "        sys.excepthook = _excepthook\n", "        pass\n",
+           [TFAIL], "an exception on one rank leaves the others waiting",
+           k="an_exception_on_one_rank", mpi=2),
+    Mutant("no-exit-handshake", DCOMM,
+           "    atexit.register(_at_exit)  # after mpi4py's own (atexit runs last-in first-out)",
+           "    pass",
+           [TFAIL], "a rank that exits early leaves the others waiting", k="early_exit", mpi=2),
+    Mutant("watchdog-never-fires", DCOMM,
+           "    deadline = t0 + _TIMEOUT\n", "    deadline = t0 + _TIMEOUT * 1000\n",
+           [TFAIL], "the watchdog waits 1000x its timeout", k="watchdog", mpi=2),
+    Mutant("ddp-no-forward-count", "rtx/distributed/ddp.py",
+           "extra=(self._forwards, self._syncs + 1)", "extra=(0, self._syncs + 1)",
+           [TFAIL], "an extra backward on one rank is reduced with another rank's next step",
+           k="extra_backward", mpi=2),
+    Mutant("halo-backward-counts-swapped", "rtx/distributed/halo.py",
+           "        reqs, outs, keep = self._post(list(grads), self.recv_rows, self.send_rows, "
+           "None,",
+           "        reqs, outs, keep = self._post(list(grads), self.send_rows, self.recv_rows, "
+           "None,",
+           [THET], "the backward exchange sends the gradients with the forward's counts",
+           k="adjoint or halo_exchange_matches", mpi=2),
+    Mutant("overlap-dst-logits-of-src", "rtx/distributed/hetgat.py",
+           "                          h_own[d] @ wa_dst.T))",
+           "                          h_own[s] @ wa_dst.T if s == d else h_own[d] @ wa_src.T))",
+           [THET], "the overlapped layer scores destinations with the source attention",
+           k="halo_exchange_matches", mpi=2),
+    Mutant("halo-not-sorted-by-owner", "rtx/distributed/shards.py",
+           "        halo = halo[np.lexsort((halo, parts[nt][halo]))]  # by owner, then global id",
+           "        halo = np.sort(halo)",
+           [TDIST], "a shard's halo is not grouped by owner", k="halo_subgraph"),
+    Mutant("halo-every-source", "rtx/distributed/shards.py",
+           "        need[et[0]][ei[0][hit]] = True\n    nodes",
+           "        need[et[0]][ei[0]] = True\n    nodes",
+           [TDIST], "the halo holds sources of edges into other parts too", k="halo_subgraph"),
+    Mutant("shard-sha-unchecked", "rtx/distributed/shards.py",
+           "    if _sha256(path) != entry[\"sha256\"]:", "    if False:",
+           [TDIST], "a damaged shard file is read", k="damaged"),
+    Mutant("stats-layer-relations-ignored", "rtx/distributed/shards.py",
+           "            for r, c in enumerate(halo_counts(rels[layer], nt)):",
+           "            for r, c in enumerate(halo_counts(list(eis), nt)):",
+           [TDIST], "every layer's halo counted over every relation", k="without_features"),
+    Mutant("rng-not-restored", "rtx/distributed/checkpoint.py",
+           "        _set_rng_state(mine[\"rng\"])\n", "        pass\n",
+           [TRES], "a resumed run draws other random numbers", k="random_stream", mpi=2),
+    Mutant("resume-optimizer-not-restored", "rtx/distributed/checkpoint.py",
+           "        optimizer.load_state_dict(state[\"optimizer\"])\n", "        pass\n",
+           [TRES], "a resumed run restarts Adam's moments", k="2_ranks and exchange", mpi=2),
+    Mutant("fingerprint-skips-epochs", "rtx/examples/_distributed.py",
+           "_PER_RANK = (\"threads\", \"progress\",",
+           "_PER_RANK = (\"epochs\", \"threads\", \"progress\",",
+           [TFAIL], "ranks with different --epochs are not refused", k="other_arguments",
+           mpi=2),
+    Mutant("cli-error-printed-by-every-rank", "rtx/examples/_distributed.py",
+           "        if dist.rank() == 0:\n            print(f\"{self.ap.prog}: error:",
+           "        if True:\n            print(f\"{self.ap.prog}: error:",
+           [TFAIL], "a user error is printed by every rank", k="printed_once", mpi=2),
+    Mutant("threads-not-divided", "rtx/examples/_distributed.py",
+           "    n = max(1, usable // here)", "    n = usable",
+           [THET], "every rank takes every core", k="batch_logs", mpi=2),
 ]
 
 
@@ -676,6 +762,9 @@ def _run_tests(dst: str, m: Mutant | None, tests: list[str], k: str,
     env["RTX_FUZZ_EXAMPLES"] = "30"
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            *tests]
+    if m is not None and m.mpi:  # tests/mpi: under a launcher; a hang ends in 150 s
+        cmd = ["mpiexec", "-n", str(m.mpi), *cmd]
+        env["RTX_DIST_TIMEOUT"] = "150"  # above tests/mpi/jobs.py's 90 s job timeout
     if k:
         cmd += ["-k", k]
     t0 = time.perf_counter()
@@ -716,6 +805,13 @@ def main() -> int:
     if rc != 0:
         print(f"baseline FAILS ({rc}):\n{out}")
         return 1
+    for n in sorted({m.mpi for m in mutants if m.mpi}):  # the MPI tests, under mpiexec
+        probe = Mutant("baseline", "", "", "", [], "", mpi=n)
+        mpi_union = sorted({t for m in mutants if m.mpi == n for t in m.tests})
+        rc, out, secs = _run_tests(base, probe, mpi_union, "", args.timeout * 3)
+        if rc != 0:
+            print(f"baseline FAILS under mpiexec -n {n} ({rc}):\n{out}")
+            return 1
     print("=== mutation: baseline passes", flush=True)
 
     results = []

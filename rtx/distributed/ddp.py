@@ -105,11 +105,20 @@ class DistributedDataParallel:
         self._check_same_params(named, buffers)
         self._params = [p for _, p in named]
         self._ids = {id(p) for p in self._params}
+        self._forwards = 0  # forward() calls, and gradient reductions: agreed at each sync
+        self._syncs = 0
+        everything = [t for _, t in [*named, *buffers]]
         with no_grad():
-            for _, t in [*named, *buffers]:
-                buf, zc = _comm._host_buffer(t, "DistributedDataParallel")
-                comm.Bcast(buf, root=0)
-                _comm._mark_written(t, buf, zc)
+            bufs = _comm._agree(
+                "ddp_init", extra=(len(everything), sum(t.numel() for t in everything)),
+                check=lambda: [_comm._host_buffer(t, "DistributedDataParallel")
+                               for t in everything],
+                what="DistributedDataParallel")
+            if comm.Get_size() > 1:
+                _comm._wait([comm.Ibcast(b, root=0) for b, _ in bufs],
+                            "DistributedDataParallel: broadcasting rank 0's parameters")
+            for t, (b, zc) in zip(everything, bufs, strict=True):
+                _comm._mark_written(t, b, zc)
         self._buckets = self._make_buckets()
         self._sync = True
         ref = weakref.ref(self)
@@ -124,9 +133,9 @@ class DistributedDataParallel:
     # ------------------------------------------------------------ setup
     def _check_same_params(self, named: list[tuple[str, Tensor]],
                            buffers: list[tuple[str, Tensor]]) -> None:
-        sig = [(n, tuple(t.shape), str(t.dtype)) for n, t in named]
-        sig += [("buffer:" + n, tuple(t.shape), str(t.dtype)) for n, t in buffers]
-        sigs = self.comm.allgather(sig)
+        sig = [[n, list(t.shape), str(t.dtype)] for n, t in named]
+        sig += [["buffer:" + n, list(t.shape), str(t.dtype)] for n, t in buffers]
+        sigs = _comm.allgather_object(sig, "DistributedDataParallel")
         for r, s in enumerate(sigs):
             if s != sigs[0]:
                 diff = next((a, b) for a, b in zip(sigs[0], s, strict=False) if a != b) \
@@ -160,6 +169,7 @@ class DistributedDataParallel:
 
     # ---------------------------------------------------------- forward
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._forwards += 1  # agreed at the next gradient reduction (sync_gradients)
         return self.module(*args, **kwargs)
 
     __call__ = forward
@@ -188,6 +198,14 @@ class DistributedDataParallel:
         MPI = _comm._import_mpi()
         comm = self.comm
         world = comm.Get_size()
+        # Every rank must be at the same step: the forward count and this
+        # reduction's number are agreed first (one small allgather), so a rank
+        # that ran backward() once more, or skipped a forward, raises on every
+        # rank before any gradient is mixed.
+        _comm._agree("ddp_sync", extra=(self._forwards, self._syncs + 1),
+                     shape=(len(self._params), sum(self.bucket_sizes)),
+                     what="DistributedDataParallel.sync_gradients")
+        self._syncs += 1
         has = np.array([p.grad is not None for p in self._params], dtype=np.int8)
         reqs = [comm.Iallreduce(MPI.IN_PLACE, has, op=MPI.MAX)]
         for b in self._buckets:
@@ -198,10 +216,11 @@ class DistributedDataParallel:
                 else:
                     b.flat[lo:hi] = np.asarray(g).reshape(-1)
             reqs.append(comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM))
-        reqs[0].Wait()
+        what = "DistributedDataParallel.sync_gradients"
+        _comm._wait(reqs[:1], what)
         any_grad = {id(p) for p, h in zip(self._params, has, strict=True) if h}
         for b, req in zip(self._buckets, reqs[1:], strict=True):
-            req.Wait()
+            _comm._wait([req], what)
             np.divide(b.flat, world, out=b.flat)
             for p, lo, hi in zip(b.params, b.offsets, b.offsets[1:], strict=False):
                 if id(p) not in any_grad:
@@ -226,7 +245,7 @@ class DistributedDataParallel:
             h.update(np.ascontiguousarray(p.numpy()).tobytes())
             if p.grad is not None:
                 h.update(np.ascontiguousarray(p.grad.numpy()).tobytes())
-        digests = self.comm.allgather(h.hexdigest())
+        digests = _comm.allgather_object(h.hexdigest(), "check_consistency")
         return all(d == digests[0] for d in digests)
 
     def remove_hook(self) -> None:

@@ -20,9 +20,13 @@ non-finite training loss stops the run at that epoch (one line, exit 1), and
 nothing is written, so a previous run's files stay.
 
 ``mpiexec -n N rtx-hetgat --distributed`` trains over N MPI
-ranks (``pip install "rtx-gnn[mpi]"``): each rank owns 1/N of the papers and holds
-their k-hop in-neighbourhood (k = ``--layers``); loss and accuracies are the
-whole graph's; rank 0 also prints each rank's memory and epoch time
+ranks (``pip install "rtx-gnn[mpi]"``; rtx/examples/_distributed.py): each rank owns
+1/N of the nodes and fetches its 1-hop halo's rows from their owners before every
+layer (``--halo exchange``; or holds its papers' whole k-hop neighbourhood,
+``--halo replicated``), from the whole graph or from per-rank shard files
+(``--shards DIR``); loss and accuracies are the whole graph's; a user error on any
+rank is printed once and every rank exits 2; ``--checkpoint-every`` / ``--resume``
+save and carry on bit for bit; rank 0 also prints each rank's memory and epoch time
 (docs/distributed.md).
 """
 
@@ -43,15 +47,13 @@ from typing import Any, cast
 import numpy as np
 
 import rtx
-import rtx.distributed as dist
 from rtx._fileio import atomic_write
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
-from rtx.distributed.hetgat import DistributedHetGAT
 from rtx.nn import HetGAT
 from rtx.nn.functional import cross_entropy
 from rtx.optim import Adam
 
-from . import _cli
+from . import _cli, _distributed
 
 DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
 
@@ -93,13 +95,7 @@ def build_parser() -> _cli.ArgumentParser:
                     help="where best.npz, metrics.json and curves.png go (default: %(default)s)")
     ap.add_argument("--progress", choices=["auto", "tqdm", "plain", "none"], default="auto",
                     help="progress display (auto: tqdm when installed, else plain lines)")
-    ap.add_argument("--distributed", action="store_true",
-                    help="graph-partitioned training over MPI ranks: launch with "
-                         "`mpiexec -n N rtx-hetgat --distributed` "
-                         "(needs pip install \"rtx-gnn[mpi]\"; docs/distributed.md)")
-    ap.add_argument("--partition", choices=["auto", "metis", "contiguous"], default="auto",
-                    help="with --distributed: how papers are split over ranks (auto: METIS "
-                         "when pymetis is installed)")
+    _distributed.add_arguments(ap)
     return ap
 
 
@@ -111,9 +107,7 @@ def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
     if args.progress == "tqdm" and not _cli.have_module("tqdm"):
         ap.error(f"--progress tqdm: tqdm is not installed ({_cli.EXTRA_HINT}, or "
                  "--progress plain)")
-    if args.distributed and args.partition == "metis" and not _cli.have_module("pymetis"):
-        ap.error("--partition metis: pymetis is not installed (pip install pymetis, or "
-                 "--partition contiguous)")
+    _distributed.check_args(ap, args)
 
 
 class _Progress:
@@ -300,13 +294,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     A user error (a bad option, a file that is not a graph) prints one line
     ``rtx-hetgat: error: ...`` and exits with status 2 (``SystemExit``); a run that
     cannot finish (a non-finite loss) prints one line and exits with status 1."""
+    if _distributed.wanted(argv):  # every rank parses, the ranks agree on errors
+        return _distributed.main(argv, sys.modules[__name__])
     ap = build_parser()
     args = ap.parse_args(argv)
     _check_args(ap, args)
     if args.threads is not None:
         rtx.set_num_threads(args.threads)
-    if args.distributed:
-        return _main_distributed(ap, args)
     t_start = time.perf_counter()
     data, source = _load_data(ap, args)
     t_data = time.perf_counter() - t_start
@@ -473,72 +467,6 @@ def _print_final(final: dict[str, float], ckpt: str, metrics: dict[str, Any],
     print(f"wrote {ckpt}, {os.path.join(out, 'metrics.json')}"
           + (f", {metrics['plot']}" if "plot" in metrics else ""))
     sys.stdout.flush()
-
-
-def _main_distributed(ap: _cli.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
-    """``--distributed``: every rank takes its share of the graph (the k-hop
-    in-neighbourhood of the papers it owns) and trains a replica under DDP;
-    loss and accuracies are the whole graph's (rtx.distributed.hetgat).  Rank 0
-    prints and writes the checkpoint, metrics and plot."""
-    import gc
-
-    try:
-        dist.init()
-    except (ImportError, RuntimeError) as exc:  # no mpi4py, or not under mpiexec
-        ap.error(f"--distributed: {_message(exc)}")
-    rank, world = dist.rank(), dist.world_size()
-    lead = rank == 0
-    t_start = time.perf_counter()
-    data, source = _load_data(ap, args)  # every rank reads it: every rank sees the error
-    if lead:
-        _cli.check_output_dir(ap, "--out", args.out)
-        print(f"rtx {rtx.__version__}, {world} MPI ranks x {rtx.get_num_threads()} threads")
-        print(f"graph: {source}\n  {data}\n  ({data.num_edges} edges, built/loaded in "
-              f"{time.perf_counter() - t_start:.2f} s)", flush=True)
-    best = _Best(bool(data.val_mask.any()))
-    if lead and best.by != "val_acc":
-        print("no validation nodes (val_mask is all False): the best epoch is the one with "
-              "the lowest training loss", flush=True)
-    graph_info = _graph_info(source, data)
-    try:
-        run = DistributedHetGAT(data, args.hidden, args.heads, args.layers, seed=args.seed,
-                                method=args.partition)
-    except MemoryError as exc:
-        ap.error(f"not enough memory for this model or graph share: {exc}")
-    del data  # each rank keeps only its share
-    gc.collect()
-    rtx.reset_peak_memory_stats()
-
-    bar = _Progress(args.epochs, args.progress if lead else "none", ap.note if lead else None)
-    t0 = time.perf_counter()
-    try:
-        with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line
-            history = _run_epochs(ap, run.train(args.epochs, args.lr, args.weight_decay),
-                                  best, on_row=lambda row: bar.update(int(row["epoch"]), row))
-    finally:
-        bar.close()
-    train_s = time.perf_counter() - t0
-    final = run.evaluate(best.state)  # the best parameters, on every rank's share
-    report = run.rank_report([r["rank_seconds"] for r in history])
-    if not lead:
-        return {"final": final, "ranks": report}
-
-    ckpt = os.path.join(args.out, "best.npz")
-    _save_checkpoint(ap, best.state, ckpt)
-    dist_info = {"world_size": world, "partition": args.partition, "ranks": report}
-    metrics = _write_metrics(ap, args, graph_info, {"distributed": dist_info}, history, best,
-                             final, train_s, ckpt)
-    print(f"\n{'rank':>4} {'owned':>7} {'halo':>7} {'nodes':>8} {'edges':>9} {'epoch s':>8} "
-          f"{'rtx peak MB':>11} {'peak RSS MB':>11}")
-    for r in report:
-        print(f"{r['rank']:>4} {r['owned']:>7} {r['halo_target']:>7} {r['nodes']:>8} "
-              f"{r['edges']:>9} {r['median_epoch_s']:>8.3f} {r['rtx_peak_mb']:>11.1f} "
-              f"{r['peak_rss_mb']:>11.1f}")
-    print(f"\ntrained {args.epochs} epochs on {world} ranks in {train_s:.1f} s "
-          f"(median {metrics['median_epoch_seconds']:.3f} s/epoch, slowest rank); best "
-          f"epoch {best.epoch} by {best.described}")
-    _print_final(final, ckpt, metrics, args.out)
-    return metrics
 
 
 def cli() -> int:

@@ -27,15 +27,19 @@ node on exactly one rank.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..creation import from_numpy
+from ..data.hetero_data import HeteroData
 from ..datasets.hetero import EdgeType, HeteroGraph
+from ..tensor import Tensor
 from . import _comm
 
-__all__ = ["LocalGraph", "khop_in_nodes", "local_subgraph", "partition_nodes", "shard"]
+__all__ = ["LocalGraph", "graph_info", "khop_in_nodes", "local_subgraph", "partition_nodes",
+           "shard"]
 
 
 def _metis() -> Any:
@@ -45,19 +49,56 @@ def _metis() -> Any:
         return None
 
 
+def graph_info(data: HeteroData, target: str | None = None) -> dict[str, Any]:
+    """What every rank must know of the whole graph (JSON-ready): node and
+    edge types, the target type, the number of classes, feature sizes, node
+    and edge counts, and the number of train / val / test target nodes."""
+    t = target if target is not None else getattr(data, "target", None)
+    if not isinstance(t, str) or t not in data.node_types:
+        raise ValueError(f"graph_info: the graph has no target node type (got {t!r}; node "
+                         f"types {data.node_types}): set data.target or pass target=")
+    store = data[t]
+    counts = {}
+    for k in ("train", "val", "test"):
+        m = store.get(f"{k}_mask")
+        counts[k] = int(np.count_nonzero(_host(m))) if m is not None else 0
+    y = store.get("y")
+    ncls = getattr(data, "num_classes", None)
+    if ncls is None:
+        ncls = int(_host(y).max()) + 1 if y is not None and _host(y).size else 0
+    return {
+        "node_types": list(data.node_types),
+        "edge_types": [list(et) for et in data.edge_types],
+        "target": t,
+        "num_classes": int(ncls),
+        "num_features": {nt: int(_host(data[nt].x).shape[1]) for nt in data.node_types
+                         if "x" in data[nt]},
+        "num_nodes": {nt: int(n) for nt, n in data.num_nodes_dict.items()},
+        "num_edges": {"__".join(et): int(n) for et, n in data.num_edges_dict.items()},
+        "counts": counts,
+    }
+
+
+def _host(a: Any) -> np.ndarray:
+    """A store value (numpy array or rtx tensor) as a numpy array."""
+    return a.numpy() if isinstance(a, Tensor) else np.asarray(a)
+
+
 def partition_nodes(data: HeteroGraph, num_parts: int, method: str = "auto") -> np.ndarray:
     """Part id (``0 .. num_parts-1``) of each target node.
 
     ``method``: ``"metis"`` (pymetis on the target type's own relations, made
     undirected; balanced node counts, fewer cut edges), ``"contiguous"``
-    (``np.array_split`` of the node ids: balanced, no locality) or ``"auto"``
+    (``np.array_split`` of the node ids: balanced, no locality), ``"random"``
+    (a seeded random permutation cut into equal ranges) or ``"auto"``
     (metis when pymetis is installed and the target type has a relation to
     itself, else contiguous).  Deterministic.
     """
     if not isinstance(num_parts, int) or num_parts < 1:
         raise ValueError(f"num_parts must be a positive int, got {num_parts!r}")
-    if method not in ("auto", "metis", "contiguous"):
-        raise ValueError(f"unknown method {method!r}; expected 'auto', 'metis' or 'contiguous'")
+    if method not in ("auto", "metis", "contiguous", "random"):
+        raise ValueError(f"unknown method {method!r}; expected 'auto', 'metis', 'contiguous' "
+                         "or 'random'")
     t = data.target
     n = data.num_nodes_dict[t]
     if num_parts > max(n, 1):
@@ -65,11 +106,16 @@ def partition_nodes(data: HeteroGraph, num_parts: int, method: str = "auto") -> 
     self_rel = [ei for (s, _, d), ei in data.edge_index_dict.items() if s == d == t]
     pm = _metis()
     if method == "metis" and pm is None:
-        raise ImportError("method='metis' needs pymetis (pip install pymetis)")
+        raise ModuleNotFoundError("method='metis' needs pymetis (pip install pymetis)",
+                                  name="pymetis")
     if method == "metis" and not self_rel:
         raise ValueError(f"method='metis': the target type {t!r} has no relation to itself")
     if num_parts == 1:
         return np.zeros(n, dtype=np.int64)
+    if method == "random":  # a seeded permutation cut into equal ranges
+        parts = np.empty(n, dtype=np.int64)
+        parts[np.random.default_rng(0).permutation(n)] = np.arange(n) * num_parts // n
+        return parts
     if method == "contiguous" or pm is None or not self_rel:
         parts = np.empty(n, dtype=np.int64)
         for p, idx in enumerate(np.array_split(np.arange(n), num_parts)):
@@ -130,12 +176,24 @@ class LocalGraph:
             ``R_{l+1}`` (local ids): what layer ``l`` needs, no more.  Layer 0's
             is ``graph.edge_index_dict``; later layers' are smaller (the last
             layer's only reach the owned nodes).
+        info: the whole graph's figures every rank needs (``graph_info``:
+            metadata, target, number of classes, feature sizes, node and edge
+            counts, the number of train / val / test nodes).
+        num_owned_dict, halo_owner: for a 1-hop shard (``halo_subgraph``,
+            ``load_shard``; halo exchange): every node type is partitioned;
+            node type -> number of owned nodes (local ids ``0 .. n-1``) and the
+            owning part of each halo node (the local ids after the owned ones,
+            sorted by owner, then global id).  ``None`` for a replicated
+            ``local_subgraph``, where only target nodes are owned.
     """
 
     graph: HeteroGraph
     global_ids: dict[str, np.ndarray]
     num_owned: int
     layer_edge_index: list[dict[EdgeType, np.ndarray]]
+    info: dict[str, Any] = field(default_factory=dict)
+    num_owned_dict: dict[str, int] | None = None
+    halo_owner: dict[str, np.ndarray] | None = None
 
     def stats(self) -> dict[str, Any]:
         """Node / halo / edge counts and the local graph's array bytes."""
@@ -191,7 +249,7 @@ def local_subgraph(data: HeteroGraph, owned: np.ndarray, num_hops: int) -> Local
     masks = [getattr(data, m)[gt] & is_owned for m in ("train_mask", "val_mask", "test_mask")]
     g = HeteroGraph(x_dict, edges, data.y[gt], masks[0], masks[1], masks[2], target=t)
     layer_edges[0] = g.edge_index_dict
-    return LocalGraph(g, global_ids, int(owned.size), layer_edges)
+    return LocalGraph(g, global_ids, int(owned.size), layer_edges, graph_info(data))
 
 
 def shard(data: HeteroGraph, num_layers: int, rank: int | None = None,
@@ -208,10 +266,24 @@ def shard(data: HeteroGraph, num_layers: int, rank: int | None = None,
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not in a world of size {world_size}")
     if use_comm:  # rank 0 partitions, every rank gets the same assignment
-        comm = _comm.get_comm()
-        parts = partition_nodes(data, world_size, method) if rank == 0 else \
-            np.empty(data.num_nodes_dict[data.target], dtype=np.int64)
-        comm.Bcast(parts, root=0)
+        n = data.num_nodes_dict[data.target]
+        err: Exception | None = None
+        parts = np.zeros(n, dtype=np.int64)
+        if rank == 0:
+            try:
+                parts = partition_nodes(data, world_size, method)
+            except (ValueError, ImportError) as exc:
+                err = exc
+        flag = from_numpy(np.array([err is not None]))
+        _comm.all_reduce(flag, op="lor")  # rank 0 failed: every rank raises
+        if err is not None:
+            raise err
+        if bool(flag.item()):
+            raise RuntimeError("partition: rank 0 could not partition the graph (its error "
+                               "says why)")
+        t = from_numpy(parts)
+        _comm.broadcast(t, root=0)
+        parts = t.numpy()
     else:
         parts = partition_nodes(data, world_size, method)
     return local_subgraph(data, np.flatnonzero(parts == rank), num_layers)
