@@ -23,7 +23,7 @@ No dict dispatch, no ``*args``: the per-call work is what the old hand-written
 faces did.
 
 Type checkers read ``_faces.pyi`` / ``nn/_faces.pyi``, generated from the same
-declarations (``python tools/gen_faces.py``; ``tests/test_faces.py`` fails when
+declarations (``python tools/gen_faces.py``; ``tests/autograd/test_faces.py`` fails when
 they are stale).
 
 This module sits just below ``rtx.tensor``: it never imports it.  ``Tensor``
@@ -308,7 +308,7 @@ del _f
 # ------------------------------------------------------------------ stubs
 _STUB_HEAD = (
     "# Generated from the op declarations (rtx/_autodiff/ops/*.py) by tools/gen_faces.py:\n"
-    "# do not edit.  tests/test_faces.py fails when this file is stale.\n"
+    "# do not edit.  tests/autograd/test_faces.py fails when this file is stale.\n"
 )
 
 

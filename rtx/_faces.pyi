@@ -1,5 +1,5 @@
 # Generated from the op declarations (rtx/_autodiff/ops/*.py) by tools/gen_faces.py:
-# do not edit.  tests/test_faces.py fails when this file is stale.
+# do not edit.  tests/autograd/test_faces.py fails when this file is stale.
 from collections.abc import Sequence
 from typing import Any
 

@@ -75,7 +75,7 @@ class OpInfo:
     scalar: float | None = None       # binary: a Python scalar operand (both sides) in tests
     backend_call: Callable[[Any, Callable[[Any], Any]], Any] | None = None
     errors: tuple[ErrorInput, ...] = ()
-    # fuzz (tests/test_fuzz.py): take part in the kind's fuzz test, called as
+    # fuzz (tests/kernels/test_fuzz.py): take part in the kind's fuzz test, called as
     # getattr(rtx, name) (unary, binary) or the Tensor method (compare)
     fuzz: bool = True
     keeps_int: bool = False           # unary: an int input gives an int result (else float64)
@@ -372,7 +372,7 @@ OPS: list[OpInfo] = [
                    _E("grad", lambda t: t.detach().requires_grad_().index_add_(0, [0], t[:1]),
                       RuntimeError, "requires grad"))),
     # ---------------------------------------------------------------- segment
-    # (values, gradchecks, bad inputs: tests/test_segment.py, tests/test_message.py)
+    # (values, gradchecks, bad inputs: tests/graph/test_segment.py, tests/graph/test_message.py)
     OpInfo("segment_softmax", "segment",
            backend_call=lambda B, f: B.segment_softmax(f(X), P4, 4)),
     OpInfo("segment_softmax_backward", "segment", differentiable=False,
@@ -416,7 +416,7 @@ OPS: list[OpInfo] = [
     OpInfo("inplace", "creation", differentiable=False,
            backend_call=lambda B, f: B.inplace("add", f(X), f(Y))),
     # ------------------------------------------------------------------- loss
-    # the fused rules (values, gradchecks and bad inputs: tests/test_nn_functional.py)
+    # the fused rules (values, gradchecks and bad inputs: tests/nn/test_nn_functional.py)
     OpInfo("cross_entropy", "loss"),
     OpInfo("nll_loss", "loss"),
     # the (loss, stats) pair side by side, and the backward rules

@@ -6,7 +6,7 @@
 functions) and ``rtx/nn/_faces.pyi`` (the ``rtx.nn.functional`` ones) are what
 type checkers read for the faces ``rtx/_faces.py`` generates at import.  Run it
 after adding or changing a declaration (``rtx/_autodiff/ops/*.py``);
-``--check`` exits 1 when a stub is stale (``tests/test_faces.py`` does the same).
+``--check`` exits 1 when a stub is stale (``tests/autograd/test_faces.py`` does the same).
 The files are written atomically (temp file in the same directory, fsync, rename).
 """
 

@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mutation_pass  # noqa: E402
 from mutation_pass import Mutant  # noqa: E402
 
-NN = "tests/test_hardening3_nn.py"
-FU = "tests/test_hardening3_fusion.py"
-DT = "tests/test_hardening3_dtypes.py"
+NN = "tests/nn/test_hardening3_nn.py"
+FU = "tests/backend/test_hardening3_fusion.py"
+DT = "tests/autograd/test_hardening3_dtypes.py"
 
 MUTANTS = [
     # ---------------------------------------------- the single-test kills

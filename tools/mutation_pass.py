@@ -30,21 +30,21 @@ from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, "build", "mutation")
-HK = "tests/test_hardening_kernels.py"
-TT = "tests/test_transforms.py"
-TM = "tests/test_metrics.py"
-TH = "tests/test_datasets_hgb.py"
-HF = "tests/test_hardening3_files.py"
+HK = "tests/kernels/test_hardening_kernels.py"
+TT = "tests/data/test_transforms.py"
+TM = "tests/data/test_metrics.py"
+TH = "tests/data/test_datasets_hgb.py"
+HF = "tests/data/test_hardening3_files.py"
 SER = "rtx/serialization.py"
 HET = "rtx/datasets/hetero.py"
 MAG = "rtx/datasets/mag.py"
-TMAG = "tests/test_datasets_mag.py"
-H3 = "tests/test_hardening3_interop.py"
-TS = "tests/test_sampler.py"
-TL = "tests/test_loader.py"
+TMAG = "tests/data/test_datasets_mag.py"
+H3 = "tests/data/test_hardening3_interop.py"
+TS = "tests/graph/test_sampler.py"
+TL = "tests/graph/test_loader.py"
 LD = "rtx/loader/loader.py"
 DCOMM = "rtx/distributed/_comm.py"
-TDIST = "tests/test_distributed.py"
+TDIST = "tests/distributed/test_distributed.py"
 TCOL = "tests/mpi/test_collectives.py"
 TFAIL = "tests/mpi/test_failures.py"
 THET = "tests/mpi/test_hetgat_mpi.py"
@@ -77,13 +77,13 @@ MUTANTS = [
     Mutant("rows-compact-off-by-one", "rtx/_index.pxi",
            "            n += d < width",
            "            n += d <= width",
-           ["tests/test_index_ops.py", "tests/test_ownership.py"],
+           ["tests/graph/test_index_ops.py", "tests/kernels/test_ownership.py"],
            "ROWS compaction takes the first row of the next thread's range",
            k="scatter or strateg or add"),
     Mutant("serial-zero-fill-short", "rtx/_index.pxi",
            "    memset(op, 0, <size_t>(N * F) * sizeof(real))\n    if F == 1:",
            "    memset(op, 0, <size_t>(N * F))\n    if F == 1:",
-           ["tests/test_index_ops.py"], "serial scatter zero-fills N*F bytes, not elements",
+           ["tests/graph/test_index_ops.py"], "serial scatter zero-fills N*F bytes, not elements",
            k="add"),
     Mutant("gather-team-unclamped", "rtx/_index.pxi",
            "    if T > E:\n        T = E\n    if T > MAX_KERNEL_THREADS:\n"
@@ -93,17 +93,17 @@ MUTANTS = [
     Mutant("bounds-check-off-by-one", "rtx/_index.pxi",
            "            anybad |= <int>(<uint64_t><int64_t>idx[i] >= un)",
            "            anybad |= <int>(<uint64_t><int64_t>idx[i] > un)",
-           ["tests/test_index_ops.py", HK], "first_out_of_bounds accepts index n",
+           ["tests/graph/test_index_ops.py", HK], "first_out_of_bounds accepts index n",
            k="bad or bound"),
     Mutant("csr-split-drops-last-row", "rtx/_csr.pxi",
            "    bounds[nchunks] = N\n",
            "    bounds[nchunks] = N - 1 if N > 1 else N\n",
-           ["tests/test_segment.py", "tests/test_message.py"],
+           ["tests/graph/test_segment.py", "tests/graph/test_message.py"],
            "the one CSR driver's split never hands out the last row", k="bitwise"),
     Mutant("segment-min-tie-last", "rtx/_segment.pxi",
            "                if (v < row[j] or v != v) and row[j] == row[j]:",
            "                if (v <= row[j] or v != v) and row[j] == row[j]:",
-           ["tests/test_segment_min_backend.py"], "segment_min: the LAST tied entry wins",
+           ["tests/backend/test_segment_min_backend.py"], "segment_min: the LAST tied entry wins",
            k="ties or definition"),
     # ------------------------------------------------------------ snapshot
     Mutant("snapshot-checks-user-memory", "rtx/_snapshot.pxi",
@@ -118,7 +118,7 @@ MUTANTS = [
     Mutant("snapshot-stops-at-bad-block", "rtx/_snapshot.pxi",
            "                        bad = i\n                        break",
            "                        return i",
-           [HK, "tests/test_index_ops.py"], "the copy stops at the first bad block",
+           [HK, "tests/graph/test_index_ops.py"], "the copy stops at the first bad block",
            k="snapshot or large or bitwise"),
     # ------------------------------------------------------------ storage
     Mutant("current-bytes-bypass", "rtx/_storage.pxi",
@@ -133,7 +133,7 @@ MUTANTS = [
     Mutant("size-class-rounds-down", "rtx/_storage.pxi",
            "        return (nbytes + ALIGNMENT - 1) & ~(<Py_ssize_t>ALIGNMENT - 1)",
            "        return nbytes & ~(<Py_ssize_t>ALIGNMENT - 1)",
-           [HK, "tests/test_storage.py"], "small size classes round down (heap overflow)",
+           [HK, "tests/kernels/test_storage.py"], "small size classes round down (heap overflow)",
            k="memory_stats or storage or size"),
     # ------------------------------------------------------------ dlpack
     Mutant("dlpack-no-incref", "rtx/_dlpack.pxi",
@@ -150,7 +150,7 @@ MUTANTS = [
     Mutant("snapshot-reused-unchecked", "rtx/backend/index.py",
            "    if is_index_snapshot(idx):\n        check_bounds(idx, n, op)\n",
            "    if is_index_snapshot(idx):\n",
-           ["tests/test_index_ops.py"], "a reused snapshot is not bounds-checked again",
+           ["tests/graph/test_index_ops.py"], "a reused snapshot is not bounds-checked again",
            k="bad"),
     Mutant("tape-keeps-user-indices", "rtx/backend/index.py",
            "    return snapshot_indices(arr, -1)[0]",
@@ -218,7 +218,7 @@ MUTANTS = [
     Mutant("num-rows-negative", "rtx/_dtypes.py",      # the one row-count check
            "    if n < 0:\n        raise ValueError(f\"{op}(): {what} must be >= 0",
            "    if n < -1:\n        raise ValueError(f\"{op}(): {what} must be >= 0",
-           ["tests/test_index_ops.py"], "num_rows = -1 accepted", k="num_rows"),
+           ["tests/graph/test_index_ops.py"], "num_rows = -1 accepted", k="num_rows"),
     # ------------------------------------------------ data side (transforms, sampling, HGB)
     Mutant("ns-decode-self-loop", "rtx/utils/_negative_sampling.py",
            "    return row, col + (col >= row)",
@@ -332,7 +332,7 @@ MUTANTS = [
            k="collide or injective"),
     Mutant("escape-int-like-str", SER,
            "    if _INT_KEY.fullmatch(s):\n", "    if False:\n",
-           [HF, "tests/test_nn.py"], "str key '1' and int key 1 share a member",
+           [HF, "tests/nn/test_nn.py"], "str key '1' and int key 1 share a member",
            k="collide or injective"),
     Mutant("npy-suffix-unescaped", SER,
            '    if key.endswith(".npy"):', '    if False:',
@@ -551,27 +551,27 @@ MUTANTS = [
            "            if _same_values(a[0], ei.src._idx) and _same_values(a[1], "
            "ei.dst._idx):",
            "            if True:",
-           ["tests/test_check_count.py", "tests/test_hardening3_nn.py"],
+           ["tests/autograd/test_check_count.py", "tests/nn/test_hardening3_nn.py"],
            "a raw edge_index is a hit on its fingerprint alone", k="in_place or repeated"),
     Mutant("self-loops-not-cached", "rtx/backend/index_plan.py",
            "                    loops = self._loops = self._build_loops()",
            "                    loops = self._build_loops()",
-           ["tests/test_hetgat.py"], "with_self_loops() rebuilt on every call",
+           ["tests/nn/test_hetgat.py"], "with_self_loops() rebuilt on every call",
            k="checked_once"),
     Mutant("promotion-zero-dim-float-wins", "rtx/_dtypes.py",
            '    if lower is None or higher.kind == "f":',
            "    if lower is None:",
-           ["tests/test_dtypes.py"], "a zero-dim float64 promotes a float32 tensor",
+           ["tests/autograd/test_dtypes.py"], "a zero-dim float64 promotes a float32 tensor",
            k="torchs or three_classes"),
     Mutant("check-rows-unbounded", "rtx/_dtypes.py",
            "    if n > sys.maxsize:",
            "    if False:",
-           ["tests/test_dtypes.py"], "a row count past the platform's size passes",
+           ["tests/autograd/test_dtypes.py"], "a row count past the platform's size passes",
            k="row_count"),
     Mutant("face-reflected-not-swapped", "rtx/_faces.py",
            '    if face.startswith("__r") and len(pos) == 2:',
            "    if False:",
-           ["tests/test_ops.py"], "2 - t computes t - 2 (a reflected operator face)",
+           ["tests/autograd/test_ops.py"], "2 - t computes t - 2 (a reflected operator face)",
            k="python_scalars"),
     Mutant("array-copy-false-converts", "rtx/tensor.py",
            "            if copy is False:  # numpy 2's protocol",

@@ -55,9 +55,9 @@ def main() -> int:
         # imports, thousands of parametrised ids) costs minutes under valgrind.
         tdir = paths.pop()
         marked = sorted(
-            os.path.join(tdir, f) for f in os.listdir(tdir)
+            os.path.join(d, f) for d, _, files in os.walk(tdir) for f in files
             if f.startswith("test_") and f.endswith(".py")
-            and "mark.valgrind" in open(os.path.join(tdir, f), encoding="utf-8").read()
+            and "mark.valgrind" in open(os.path.join(d, f), encoding="utf-8").read()
         )
         paths += marked or [tdir]
     vg = mc.valgrind_cmd()

@@ -128,7 +128,7 @@ class IndexPlan:
         edges come out sorted by destination, so it is their pointers and the
         identity permutation) and must be snapshots too.  Only the O(1) properties
         are checked here (kind of memory, dtype, lengths); the range and the
-        grouping are the caller's proof, which tests/test_sampler.py checks against
+        grouping are the caller's proof, which tests/graph/test_sampler.py checks against
         a brute-force reference.
         """
         if not is_index_snapshot(indices):

@@ -39,7 +39,7 @@ import numpy as np
 OPS: dict[str, type[Op]] = {}
 
 # The input kinds a signature's annotations name, and what a face makes of each
-# (tests/test_faces.py exercises every one):
+# (tests/autograd/test_faces.py exercises every one):
 KINDS = {
     "Tensor": "a tensor (a function face converts array-likes on the default backend)",
     "FloatTensor": "a tensor; integer and bool tensors become float32 (PyTorch)",
@@ -138,7 +138,7 @@ class Op:
     view = False  # True: the result may alias the first input's buffer (a view)
     # Which buffers the forward saves on ctx (input positions; -1 = the output), for
     # the version-counter check; None = find out by inspecting ctx (slower).
-    # tests/test_version_counter.py checks each declaration against the inspection.
+    # tests/autograd/test_version_counter.py checks each declaration against the inspection.
     saves: tuple[int, ...] | None = None
     # ---- the declaration (see the module docstring); faces: rtx/_faces.py
     signature: ClassVar[str | None] = None

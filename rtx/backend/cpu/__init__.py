@@ -35,7 +35,7 @@ __all__ = ["CpuBackend", "empty", "own"]
 _ndarray = np.ndarray
 
 # The family overrides, in Backend's family order: each mixin overrides only ops
-# of its family (tests/test_backend_layout.py).
+# of its family (tests/backend/test_backend_layout.py).
 CPU_MIXINS = (CpuElementwise, CpuActivation, CpuReduction, CpuLinalg, CpuShape, CpuIndex,
               CpuSegment, CpuMessage, CpuCreation)
 

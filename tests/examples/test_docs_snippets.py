@@ -21,7 +21,7 @@ import re
 import pytest
 from conftest import run_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC_FILES = [p for p in [os.path.join(ROOT, "README.md"),
                          *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]
              if os.path.isfile(p)]

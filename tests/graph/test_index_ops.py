@@ -543,7 +543,7 @@ def test_benchmark_quick_mode_runs():
 
     from conftest import run_python
 
-    run = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    run = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "benchmarks", "run.py")
     if not os.path.isfile(run):
         pytest.skip("benchmarks/ is not here (tests copied out of the checkout)")

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.skipif(
     not os.path.isfile(os.path.join(ROOT, "setup.py")) or not glob.glob(
         os.path.join(ROOT, "rtx", "*.pyx")), reason="no source tree with setup.py here")

@@ -82,7 +82,7 @@ def test_example_on_a_users_npz(tmp_path):
 
 
 def test_example_bad_options(tmp_path, capsys):
-    # one line on stderr and exit status 2, before anything runs (tests/test_cli.py has
+    # one line on stderr and exit status 2, before anything runs (tests/examples/test_cli.py has
     # every option in a child process)
     with pytest.raises(SystemExit) as ei:
         example.main(["--epochs", "0", "--out", str(tmp_path)])
@@ -112,8 +112,8 @@ def test_example_as_module_from_a_neutral_directory(tmp_path):
 def test_benchmark_quick_mode_runs():
     """``benchmarks/bench_hetgat.py --quick`` (rtx side) runs end to end in its child
     process against the rtx under test; no timing is asserted."""
-    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                         "benchmarks", "bench_hetgat.py")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    bench = os.path.join(root, "benchmarks", "bench_hetgat.py")
     if not os.path.isfile(bench):
         pytest.skip("benchmarks/ is not here (tests copied out of the checkout)")
     p = run_python([bench, "--quick", "--no-pyg"], timeout=300)

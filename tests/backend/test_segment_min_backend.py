@@ -5,7 +5,7 @@ Mirrors segment_max: per segment and column the min and the position of its
 FIRST occurrence (ties: the lowest position wins), NaN propagates (the first
 NaN wins), an empty segment gives 0 and argmin -1; the backward sends each
 gradient to its argmin entry.  Bits never depend on the thread count.  (The
-op itself, its rule and faces: S1's side, tests/test_segment.py.)"""
+op itself, its rule and faces: S1's side, tests/graph/test_segment.py.)"""
 
 from __future__ import annotations
 

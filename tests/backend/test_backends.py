@@ -154,7 +154,8 @@ def test_test_backend_selector_takes_any_registered_backend(tmp_path):
         "rtx.backend.register_backend('mine', Mine)\n")
     (tmp_path / "test_sel.py").write_text(
         "def test_which(backend):\n    assert backend.name in ('mine', 'cpu')\n")
-    conftest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py")
+    conftest = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "conftest.py")
     (tmp_path / "conftest.py").write_text(open(conftest).read())
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])

@@ -810,7 +810,7 @@ def test_binary_ops(data, name):
             raise Expect(TypeError, alt=r)
         # the value: computed in PyTorch's result dtype (int * 1.5 and int / int are
         # float32), the rule rtx's backends use (itself checked against
-        # torch.result_type in tests/test_dtypes.py)
+        # torch.result_type in tests/autograd/test_dtypes.py)
         pt = torch_result_type(a, b)
         if name == "div":
             pt = float_type(pt)

@@ -226,7 +226,7 @@ def test_threads_sharing_one_fusion_backend():
 
 def test_threads_under_rtx_fusion_env_share_the_global_fusion():
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import os, sys; sys.path[:0] = [sys.argv[1], os.path.dirname(sys.argv[1])];"
         "import rtx, test_hardening3_fusion as t;"
         "assert isinstance(rtx.get_default_backend(), rtx.fusion.Fusion);"
         "rtx.get_default_backend().min_elements = 0;"  # fuse the small tensors too

@@ -32,7 +32,7 @@ DIST = "rtx-gnn"   # the distribution name (the import name is rtx)
 
 # The source tree the package list is derived from: this checkout, or
 # RTX_SOURCE_TREE (wheels/build.sh runs the tests from a copy outside it).
-SOURCE = Path(os.environ.get("RTX_SOURCE_TREE") or Path(__file__).resolve().parent.parent)
+SOURCE = Path(os.environ.get("RTX_SOURCE_TREE") or Path(__file__).resolve().parents[2])
 HAS_SOURCE = (SOURCE / "rtx" / "__init__.py").is_file() and (SOURCE / "pyproject.toml").is_file()
 needs_source = pytest.mark.skipif(not HAS_SOURCE, reason="no rtx source tree to derive from")
 

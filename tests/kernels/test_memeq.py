@@ -1,5 +1,5 @@
 """``rtx._kernels.memeq``: byte equality of two C-contiguous arrays without the GIL
-(tests/test_threads.py probes it) and without a temporary (the raw-index cache
+(tests/kernels/test_threads.py probes it) and without a temporary (the raw-index cache
 compares a caller's edges with its plan's private copy on every call)."""
 
 from __future__ import annotations
