@@ -4,6 +4,11 @@ Side by side in one process, interleaved (A B C A B C ...), all on the same
 thread count (default 2):
 
 - ``rtx fused``: ``Fusion(CpuBackend())`` (one blocked OpenMP pass);
+- ``rtx enabled(), inputs made before``: ``with rtx.fusion.enabled():`` around the
+  chain, its inputs made before the block (on the default backend), as a user who
+  wraps a model call has them (issue 22: "fusion needs ceremony");
+- ``rtx enabled(), inputs made inside``: the same block, the inputs made inside an
+  earlier ``enabled()`` block (on the fused stack);
 - ``rtx unfused``: ``CpuBackend()`` (one numpy ufunc per op, owned buffers);
 - ``numexpr`` (multi-threaded, blocked) on the same expression;
 - ``numpy`` (one ufunc per op, fresh temporaries);
@@ -21,6 +26,7 @@ with the machine load (printed).  Run: ``python benchmarks/bench_fusion.py``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import sys
@@ -35,6 +41,8 @@ from benchmarks.bench import _loadavg, _try_import, interleaved, machine, table,
 from rtx.fusion import Fusion  # noqa: E402
 
 SLOPE = 0.01
+BEFORE = "rtx enabled(), inputs made before"
+INSIDE = "rtx enabled(), inputs made inside"
 
 
 def chain(a: Any, b: Any, c: Any, d: Any, n_ops: int, lib: Any) -> Any:
@@ -81,11 +89,11 @@ def _peak_row(fz: Fusion, ts: list[Any], n_ops: int, n: int) -> list[str]:
 
 def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz: Fusion,
                 cpu: Any, ne: Any, torch: Any, rows: list[list[str]],
-                peak_rows: list[list[str]]) -> None:
+                peak_rows: list[list[str]], record: dict[str, Any]) -> None:
     """Time one chain length in every library (rows appended to ``rows``)."""
     n = args.n
     want = chain_numpy(*host, n_ops)
-    cases: dict[str, Any] = {}
+    cases: dict[tuple[str, str], Any] = {}
     tensors: dict[str, Any] = {}
     for name, backend in (("rtx fused", fz), ("rtx unfused", cpu)):
         with rtx.use_backend(backend):
@@ -107,6 +115,29 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
             peak_rows.append(_peak_row(fz, ts, n_ops, n))
         cases[(name, "fwd")] = fwd
         cases[(name, "fwd+bwd")] = fwd_bwd
+    # `with rtx.fusion.enabled():` around the chain (issue 22 item 3), with the inputs
+    # made before the block (on the default backend: what a user who wraps a model call
+    # has) and made inside a block of their own
+    for name, inside in ((BEFORE, False), (INSIDE, True)):
+        with rtx.fusion.enabled() if inside else contextlib.nullcontext():
+            ts = [rtx.tensor(h) for h in host]
+            tg = [rtx.tensor(h, requires_grad=True) for h in host]
+        tensors[name] = (ts, tg)
+
+        def fwd_on(ts: Any = ts) -> Any:
+            with rtx.fusion.enabled():
+                return chain(*ts, n_ops, rtx).numpy()
+
+        def fwd_bwd_on(tg: Any = tg) -> Any:
+            for t in tg:
+                t.grad = None
+            with rtx.fusion.enabled():
+                chain(*tg, n_ops, rtx).sum().backward()
+                return [t.grad.numpy() for t in tg]
+
+        np.testing.assert_allclose(fwd_on(), want, rtol=1e-5, atol=1e-6)
+        cases[(name, "fwd")] = fwd_on
+        cases[(name, "fwd+bwd")] = fwd_bwd_on
     if ne is not None:
         expr = numexpr_expr(n_ops)
         env = dict(zip("abcd", host, strict=True))
@@ -161,13 +192,19 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
     med = interleaved(keyed, args.repeats, warmup=1, gap=0.02 if torch else 0.0)
     for mode in ("fwd", "fwd+bwd"):
         fused = med.get(f"rtx fused|{mode}")
-        for lib in ("rtx fused", "rtx unfused", "numexpr", "numpy", "torch eager",
-                    "torch.compile"):
+        for lib in ("rtx fused", BEFORE, INSIDE, "rtx unfused", "numexpr", "numpy",
+                    "torch eager", "torch.compile"):
             t = med.get(f"{lib}|{mode}")
             if t is None:
                 continue
             rows.append([f"{n_ops} ops", mode, lib, f"{t * 1e3:.1f}",
                          f"{t / fused:.2f}" if fused else "-"])
+        b = med.get(f"{BEFORE}|{mode}")
+        record[f"{n_ops} ops {mode}"] = {
+            "median_s": {k.split("|")[0]: v for k, v in med.items() if k.endswith("|" + mode)},
+            "unfused / enabled(before)": med[f"rtx unfused|{mode}"] / b if b else None,
+            "numexpr / enabled(before)": (med[f"numexpr|{mode}"] / b
+                                          if b and f"numexpr|{mode}" in med else None)}
     del tensors, cases, keyed
 
 
@@ -177,7 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--no-torch-compile", action="store_true")
+    p.add_argument("--chains", type=int, nargs="+", default=[4, 8], choices=[4, 8])
+    p.add_argument("--quick", action="store_true", help="100,000 elements, 3 repeats")
+    p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
+    if args.quick:
+        args.n, args.repeats = 100_000, 3
     T, n = args.threads, args.n
     rtx.set_num_threads(T)
     ne = _try_import("numexpr")
@@ -190,18 +232,35 @@ def main(argv: list[str] | None = None) -> int:
     host = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
     print(f"# bench_fusion  {today()}  n={n} float32  threads={T}")
     print(f"# {machine()}")
-    print(f"# load average before: {_loadavg()}")
+    load0 = _loadavg()
+    t_start = time.time()
+    print(f"# load average before: {load0}")
 
     fz, cpu = Fusion(rtx.CpuBackend()), rtx.CpuBackend()
-    rows = []
-    peak_rows = []
-    for n_ops in (4, 8):
-        bench_chain(n_ops, args, host, fz, cpu, ne, torch, rows, peak_rows)
+    rows: list[list[str]] = []
+    peak_rows: list[list[str]] = []
+    record: dict[str, Any] = {}
+    for n_ops in args.chains:
+        bench_chain(n_ops, args, host, fz, cpu, ne, torch, rows, peak_rows, record)
     print()
     print(table(["chain", "mode", "library", "median ms", "x fused"], rows))
     print()
     print(table(["chain", "live before MiB", "output MiB", "fused fwd extra MiB"], peak_rows))
-    print(f"# load average after: {_loadavg()}; fusion stats: {fz.cache_info()}")
+    print("\nissue 22 (fusion as a mode): `with rtx.fusion.enabled():` around the chain, "
+          "inputs made before the block")
+    for k, v in record.items():
+        u, x = v["unfused / enabled(before)"], v["numexpr / enabled(before)"]
+        print(f"  {k}: unfused / it = {u:.2f}x (target >= 2.5)" +
+              (f", numexpr / it = {x:.2f}x (target >= 3)" if x else ""))
+    load1 = _loadavg()
+    print(f"# load average after: {load1}; fusion stats: {fz.cache_info()}")
+    if args.json:
+        from benchmarks._proc import write_json
+
+        write_json(args.json, {"benchmark": "fusion", "n": n, "threads": T,
+                               "repeats": args.repeats, "load_start": load0,
+                               "load_end": load1, "seconds": time.time() - t_start,
+                               "chains": record})
     return 0
 
 

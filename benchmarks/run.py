@@ -14,6 +14,8 @@ from pathlib import Path
 
 # Every module here that registers subcommands.
 MODULES = ["benchmarks.bench", "benchmarks.bench_tape"]
+# Scripts with their own main(argv) that are not named bench_<name>.py.
+SCRIPTS = {"record": "benchmarks.record", "roofline": "benchmarks.roofline"}
 
 
 def _import_benchmarks() -> None:
@@ -34,7 +36,7 @@ def _standalone() -> dict[str, str]:
     """``bench_<name>.py`` modules with their own ``main(argv)``: run as ``<name>``."""
     here = Path(__file__).resolve().parent
     mods = {p.stem[len("bench_"):]: f"benchmarks.{p.stem}" for p in sorted(here.glob("bench_*.py"))}
-    return {k: v for k, v in mods.items() if v not in MODULES}
+    return {**{k: v for k, v in mods.items() if v not in MODULES}, **SCRIPTS}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# rtx {rtx.__version__} from {Path(rtx.__file__).resolve().parent}")
     standalone = _standalone()
-    if argv and argv[0] in standalone:      # fusion, graph, hetgat, losses, distributed
+    if argv and argv[0] in standalone:      # fusion, graph, hetgat, ..., record, roofline
         fn = importlib.import_module(standalone[argv[0]]).main
         if inspect.signature(fn).parameters:
             rc = fn(argv[1:])
