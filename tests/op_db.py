@@ -211,6 +211,25 @@ def _index_add_into_samples(rng: np.random.Generator, dtype: Any) -> list[Sample
     ]
 
 
+def _embedding_ref(weight: np.ndarray, indices: np.ndarray,
+                   padding_idx: int | None = None) -> np.ndarray:
+    return weight[indices]
+
+
+def _embedding_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def r(*shape: int) -> np.ndarray:
+        return rng.uniform(-2, 2, shape).astype(dtype)
+    return [
+        Sample((r(5, 3), Idx(np.array([4, 0, 4, 2]), 5))),
+        # padding rows get no gradient by definition (not the Jacobian): values only here,
+        # their gradient against torch in tests/test_embedding.py
+        Sample((r(4, 2), Idx(np.array([1, 3, 1, 1], np.int32), 4)), {"padding_idx": 1},
+               grad=False),
+        Sample((r(3, 4), Idx(np.array([2, 0]), 3)), {"padding_idx": -1}, grad=False),
+        Sample((r(4, 2), Idx(np.zeros(0, np.int64), 4))),
+    ]
+
+
 def _segment_min_ref(src: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     out = np.full((n,) + src.shape[1:], np.inf, src.dtype)
     np.minimum.at(out, index, src)            # NaN propagates
@@ -371,6 +390,22 @@ OPS: list[OpInfo] = [
                    _E("dim", lambda t: t.index_add(2, [0], t), IndexError),
                    _E("grad", lambda t: t.detach().requires_grad_().index_add_(0, [0], t[:1]),
                       RuntimeError, "requires grad"))),
+    # Backend.index_accumulate: dst[indices] += src in dst's buffer (SparseAdam's rows)
+    OpInfo("index_accumulate", "index", differentiable=False,
+           backend_call=lambda B, f: B.index_accumulate(f(X4.copy()), P4, f(X))),
+    # nn.functional.embedding(input, weight, padding_idx, sparse): the dense path here
+    # (the row-sparse gradient: tests/test_embedding.py)
+    OpInfo("embedding", "index", "sampled",
+           lambda weight, indices, padding_idx=None: rtx.nn.functional.embedding(
+               indices, weight, padding_idx),
+           _embedding_ref, samples=_embedding_samples,
+           errors=(_E("bounds", lambda t: rtx.nn.functional.embedding([0, 2], t), IndexError),
+                   _E("float", lambda t: rtx.nn.functional.embedding(np.array([0.5]), t),
+                      TypeError),
+                   _E("1-d", lambda t: rtx.nn.functional.embedding([0], t[0]), ValueError,
+                      "2-D"),
+                   _E("padding", lambda t: rtx.nn.functional.embedding([0], t, 2), ValueError,
+                      "padding_idx"))),
     # ---------------------------------------------------------------- segment
     # (values, gradchecks, bad inputs: tests/graph/test_segment.py, tests/graph/test_message.py)
     OpInfo("segment_softmax", "segment",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _dtypes
+from . import sparse as _sparse
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op
@@ -43,6 +44,7 @@ def register_tensor_type(cls: Any) -> None:
     and creates (the engine never imports it: it sits below ``Tensor``)."""
     global _tensor_type
     _tensor_type = cls
+    _sparse._tensor_type = cls
     _dtypes.register_tensor_type(cls)  # host conversion reads tensors too
 
 

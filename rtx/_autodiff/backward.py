@@ -14,6 +14,7 @@ from typing import Any
 from .. import _dtypes
 from . import autodiff
 from .graph import OutputEdge, _engine, _grad_lock, _post_backward_hooks
+from .sparse import RowSparseGrad, add_grads
 
 __all__ = ["backward", "grad"]
 
@@ -33,6 +34,13 @@ def _root_target(t: Any) -> Any:
 
 def _leaf_value(B: Any, leaf: Any, g: Any, sh: bool) -> Any:
     """``g`` checked against ``leaf`` and made safe to store as its ``.grad``."""
+    if type(g) is RowSparseGrad:  # (its values are always fresh: never shared)
+        if g.shape != leaf.shape:
+            raise RuntimeError(f"internal error: sparse gradient of shape {g.shape} for a "
+                               f"leaf of shape {leaf.shape}")
+        if B.dtype(g._vals) != B.dtype(leaf._value):
+            g = RowSparseGrad(g._idx, B.cast(g._vals, B.dtype(leaf._value)), g.shape)
+        return g
     gshape = tuple(B.shape(g))
     if gshape != leaf.shape:
         raise RuntimeError(
@@ -49,10 +57,19 @@ def _accumulate(ad: Any, leaf_grads: dict[int, list[Any]]) -> None:
         with _grad_lock:  # read-modify-write of a shared leaf's .grad
             old = leaf.grad
             if old is None:
-                leaf.grad = _T()._make(_leaf_value(B, leaf, g, sh), leaf._ad)
+                leaf.grad = _wrap(_leaf_value(B, leaf, g, sh), leaf._ad)
             else:
                 g = _leaf_value(B, leaf, g, False)
-                leaf.grad = _T()._make(B.add(old._value, g), leaf._ad)
+                prev = old if type(old) is RowSparseGrad else old._value
+                leaf.grad = _wrap(add_grads(B, prev, g), leaf._ad)
+
+
+def _wrap(g: Any, ad: Any) -> Any:
+    """A gradient primitive as what ``.grad`` holds: a Tensor, or the
+    ``RowSparseGrad`` itself (bound to the leaf's backend)."""
+    if type(g) is RowSparseGrad:
+        return g._bound(ad)
+    return _T()._make(g, ad)
 
 
 def _as_list(x: Any) -> list[Any]:
@@ -171,5 +188,5 @@ def grad(
                 )
             res.append(None)
             continue
-        res.append(_T()._make(_leaf_value(B, t, g, True), ad))
+        res.append(_wrap(_leaf_value(B, t, g, True), ad))
     return tuple(res)

@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .sparse import RowSparseGrad, add_grads, densify
+
 # Guards the read-modify-write of leaves' ``.grad`` so that concurrent
 # backward() calls sharing a leaf all land (the sum of every call's gradient).
 _grad_lock = threading.RLock()
@@ -194,6 +196,8 @@ def _engine(
             if slot is None:
                 slot = grads[k] = [None] * parent.n
                 heappush(heap, (-node.seq, node))
+            if type(ig) is RowSparseGrad:  # only a leaf keeps a row-sparse gradient
+                ig = densify(B, ig)
             prev = slot[parent.index]
             if prev is None:
                 slot[parent.index] = ig
@@ -206,12 +210,14 @@ def _engine(
             if entry is None:
                 leaf_grads[id(parent)] = [parent, ig, sh]
             else:
-                entry[1] = add(entry[1], ig)
+                entry[1] = add_grads(B, entry[1], ig)
                 entry[2] = False
 
     def deliver_node(node: Node, ig: Any, sh: bool) -> None:
         """A gradient into a single-output node: sum on fan-out, queue on first arrival."""
         k = id(node)
+        if type(ig) is RowSparseGrad:  # only a leaf keeps a row-sparse gradient
+            ig = densify(B, ig)
         prev = grads.get(k)
         if prev is None:
             grads[k] = ig

@@ -137,3 +137,21 @@ class IndexOps(Family):
         idx, n = add_plan(shape, indices, num_rows)._idx, indices.num_rows
         check_output(n, shape, dt.itemsize, "index_add")
         return self._host(lambda a: np_index_add(a, idx, n), src)
+
+    def index_accumulate(self, dst: Any, indices: Any, src: Any) -> Any:
+        """``dst[indices[i]] += src[i]`` (repeats accumulate), written into ``dst``'s
+        buffer where the backend can (the CPU backend: only the indexed rows are
+        touched); returns the primitive that holds the result (the caller rebinds
+        to it, as for ``inplace``).  ``src``: ``dst``'s dtype, ``[len(indices),
+        *dst.shape[1:]]``; ``indices`` a plan over ``dst``'s rows.  The default
+        computes ``dst + index_add(src)`` (a new primitive)."""
+        B: Any = self
+        shape = tuple(B.shape(dst))
+        add_plan(tuple(B.shape(src)), indices, shape[0])
+        if np.dtype(B.dtype(src)) != np.dtype(B.dtype(dst)):
+            raise TypeError(f"index_accumulate(): src (rtx.{np.dtype(B.dtype(src))}) and dst "
+                            f"(rtx.{np.dtype(B.dtype(dst))}) must have the same dtype")
+        if tuple(B.shape(src))[1:] != shape[1:]:
+            raise ValueError(f"index_accumulate(): src of shape {tuple(B.shape(src))} does not "
+                             f"match rows of {shape}")
+        return B.add(dst, B.index_add(src, indices, shape[0]))

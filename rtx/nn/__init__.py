@@ -10,6 +10,7 @@ from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .models import HetGAT
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
+from .sparse import Embedding
 
 __all__ = [
     "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
@@ -17,4 +18,5 @@ __all__ = [
     "ReLU", "Sequential", "Softmax", "functional", "init",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
     "GATConv", "HeteroConv", "HetGAT",
+    "Embedding",  # rtx/nn/sparse.py
 ]

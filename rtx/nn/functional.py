@@ -3,8 +3,8 @@
 The declared ops' functions (``relu``, ``leaky_relu``, ``softmax``, the graph
 ops ``segment_softmax``, ``message_passing``, ...) are generated from their
 declarations (``rtx/_faces.py``) and come through ``rtx/nn/_faces.py``: the
-same function objects as ``rtx.<name>``.  Dropout and the losses are written
-below.
+same function objects as ``rtx.<name>``.  Dropout, the losses and
+``embedding`` are written below.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd.ops import OPS
+from ..backend.index_plan import IndexPlan, as_plan
 from ..creation import Generator, _rng
 from ..functional import as_tensor_arg as _t
 from ..tensor import Tensor, as_tensor
@@ -179,4 +180,58 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
     return _pointwise_loss("mse_loss", input, target, reduction, square=True)
 
 
-__all__ = ["cross_entropy", "dropout", "l1_loss", "mse_loss", "nll_loss", *_faces.__all__]
+def _padding_idx(padding_idx: Any, num_embeddings: int, who: str) -> int:
+    """PyTorch's rule: None, or an int in ``[-num_embeddings, num_embeddings)``
+    (negative counts from the end); returns the row, -1 for none."""
+    if padding_idx is None:
+        return -1
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+        raise TypeError(f"{who}: padding_idx must be None or an int, got "
+                        f"{type(padding_idx).__name__}")
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"{who}: padding_idx must be within num_embeddings "
+                         f"[{-num_embeddings}, {num_embeddings}), got {padding_idx}")
+    return int(padding_idx) % num_embeddings
+
+
+def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
+              sparse: bool = False) -> Tensor:
+    """Rows ``weight[input]``: ``[*input.shape, embedding_dim]`` (PyTorch's
+    ``F.embedding``; ``max_norm`` / ``scale_grad_by_freq`` are not supported).
+
+    ``input``: int32/int64 indices of any shape (an rtx tensor, a numpy array, a
+    sequence or an ``rtx.IndexPlan`` over ``weight``'s rows), each in ``[0,
+    num_embeddings)`` (IndexError otherwise, before anything runs).  The rows of
+    ``padding_idx`` get no gradient.  ``sparse=True``: ``weight.grad`` is a
+    row-sparse gradient over the rows in ``input`` (``grad.is_sparse``;
+    ``rtx.optim.SparseAdam`` updates only those rows).
+    """
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"embedding(): weight must be an rtx.Tensor, got {type(weight).__name__}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding(): weight must be 2-D [num_embeddings, embedding_dim], "
+                         f"got shape {weight.shape}")
+    if not isinstance(sparse, (bool, np.bool_)):
+        raise TypeError(f"embedding(): sparse must be a bool, got {type(sparse).__name__}")
+    n = weight.shape[0]
+    pad = _padding_idx(padding_idx, n, "embedding()")
+    if isinstance(input, IndexPlan):
+        shape: tuple[int, ...] = (len(input),)
+        flat: Any = input
+    elif isinstance(input, Tensor):
+        shape = input.shape
+        flat = input.reshape(-1) if input.ndim != 1 else input
+    else:
+        a = np.asarray(input)
+        if a.dtype == object or a.dtype.kind not in "iu":
+            raise TypeError(f"embedding(): indices must be int32 or int64, got {a.dtype}")
+        shape, flat = a.shape, a.reshape(-1)
+    plan = as_plan(flat, n, "embedding")
+    out = weight._ad.apply(OPS["embedding"], weight, plan, padding_idx=pad, sparse=bool(sparse))
+    if len(shape) != 1:
+        out = out.reshape(*shape, weight.shape[1])
+    return out
+
+
+__all__ = ["cross_entropy", "dropout", "embedding", "l1_loss", "mse_loss", "nll_loss",
+           *_faces.__all__]

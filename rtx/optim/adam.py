@@ -49,6 +49,7 @@ class Adam(Optimizer):
 
     @no_grad()
     def step(self) -> None:
+        self._check_dense()
         for group in self.param_groups:
             b1, b2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]

@@ -101,8 +101,15 @@ class Optimizer:
     def step(self) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def _grads(group: dict[str, Any]) -> Iterator[tuple[Tensor, Tensor]]:
+    def _check_dense(self) -> None:
+        """A dense optimiser refuses a row-sparse gradient (``Embedding(sparse=True)``)
+        before it updates anything, as PyTorch's do."""
+        for p in self.params:
+            if p.grad is not None and is_sparse_grad(p.grad):
+                raise RuntimeError(f"{type(self).__name__} does not support sparse gradients, "
+                                   "please consider SparseAdam instead")
+
+    def _grads(self, group: dict[str, Any]) -> Iterator[tuple[Tensor, Tensor]]:
         """Each parameter of ``group`` that has a gradient, with its L2-decayed
         gradient ``g + weight_decay * p`` (a new tensor when decayed)."""
         wd = group.get("weight_decay", 0.0)
@@ -185,4 +192,9 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-__all__ = ["Optimizer"]
+def is_sparse_grad(g: Any) -> bool:
+    """Whether ``g`` (a ``.grad``) is row-sparse (``Embedding(sparse=True)``'s)."""
+    return bool(getattr(g, "is_sparse", False))
+
+
+__all__ = ["Optimizer", "is_sparse_grad"]

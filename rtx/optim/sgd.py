@@ -30,6 +30,7 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self) -> None:
+        self._check_dense()
         for group in self.param_groups:
             mom, damp = group["momentum"], group["dampening"]
             for p, g in self._grads(group):

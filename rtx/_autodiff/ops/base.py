@@ -36,6 +36,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..sparse import coalesce_rows, row_plan  # noqa: F401 - for the rules (row-sparse grads)
+
 OPS: dict[str, type[Op]] = {}
 
 # The input kinds a signature's annotations name, and what a face makes of each

@@ -1,4 +1,5 @@
-"""Op rules, index family: index_select, index_add (each other's adjoint).
+"""Op rules, index family: index_select, index_add (each other's adjoint), and
+embedding (index_select whose weight gradient may be row-sparse).
 
 Each rule's forward and backward side by side (see ``base.py``).
 
@@ -10,7 +11,9 @@ under a private name (``ctx._indices``), never a public attribute of
 
 from __future__ import annotations
 
-from .base import Op
+import numpy as np
+
+from .base import Op, coalesce_rows, row_plan
 
 
 # -------------------------------------------------------------------- index
@@ -136,3 +139,49 @@ class IndexAddInto(Op):
             elif not ctx.nd:
                 gs = B.reshape(gs, ())
         return (g, None, gs)
+
+
+class Embedding(Op):
+    """``nn.functional.embedding``'s rule: ``out[i] = weight[indices[i]]``.
+
+    The weight's gradient is the scatter-add of the output gradient into its
+    rows, without the rows of ``padding_idx`` (``-1``: none; such rows get no
+    gradient, as in PyTorch).  With ``sparse=True`` it is a ``RowSparseGrad``
+    over the distinct rows of the batch (``rtx/_autodiff/sparse.py``): nothing
+    of the weight's size is allocated.  The face is hand-written
+    (``rtx.nn.functional.embedding(input, weight, ...)``: PyTorch's argument
+    order, indices of any shape).
+    """
+
+    signature = ("weight: Tensor, indices: Index(rows=weight), padding_idx: int = -1, "
+                 "sparse: bool = False")
+    faces = ()
+    name = "embedding"
+    saves = ()
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, weight, indices, padding_idx=-1, sparse=False):
+        out = B.index_select(weight, indices)
+        ctx._indices, ctx.shape = indices, tuple(B.shape(weight))
+        ctx.padding_idx, ctx.sparse = padding_idx, sparse
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        plan, shape, n = ctx._indices, ctx.shape, ctx.shape[0]
+        rows = plan._idx
+        if ctx.padding_idx >= 0:
+            keep = np.flatnonzero(rows != ctx.padding_idx)
+            if len(keep) != len(rows):
+                g = B.index_select(g, row_plan(keep, len(rows)))
+                rows = rows[keep]
+                plan = None
+        if ctx.sparse:
+            res = coalesce_rows(B, rows, g, shape)
+            if res._vals is g:  # (already distinct and sorted): never hand out g itself
+                res._vals = B.copy(g)
+            return (res, None)
+        if plan is None:
+            plan = row_plan(rows, n)
+        return (B.index_add(g, plan, n), None)

@@ -70,3 +70,14 @@ class CpuIndex:
         scatter_add_rows(sc, idx, out.reshape(n, row),
                          _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
+
+    def index_accumulate(self, dst: np.ndarray, indices: Any, src: np.ndarray) -> np.ndarray:
+        # only the indexed rows are read and written (the optimisers' row-sparse
+        # updates); a read-only or non-contiguous dst takes the default path
+        plan = add_plan(src.shape, indices, dst.shape[0] if dst.ndim else 0)
+        if (dst.ndim == 0 or src.shape[1:] != dst.shape[1:] or src.dtype != dst.dtype
+                or not dst.flags.writeable or not dst.flags.c_contiguous):
+            return super().index_accumulate(dst, indices, src)  # type: ignore[misc]
+        np.add.at(dst, plan._idx, src)
+        return dst
+

@@ -1,0 +1,97 @@
+"""``SparseAdam``: Adam for row-sparse gradients (``Embedding(sparse=True)``), PyTorch's rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..autograd.grad_mode import no_grad
+from ..backend.index_plan import IndexPlan
+from ..tensor import Tensor, bump_version
+from .adam import _zeros
+from .optimizer import Optimizer, ParamsT, is_sparse_grad
+
+__all__ = ["SparseAdam"]
+
+
+def _rows_add_(t: Tensor, plan: IndexPlan, src: Any) -> None:
+    """``t[plan] += src`` (``src`` a primitive) in ``t``'s buffer, touching only those
+    rows on the CPU backend (``Backend.index_accumulate``); a version bump."""
+    B = t._ad.inner
+    t._value = B.index_accumulate(t._value, plan, src)
+    bump_version(t)
+
+
+class SparseAdam(Optimizer):
+    """Lazy Adam for sparse gradients (PyTorch's ``torch.optim.SparseAdam``).
+
+    Only the rows present in a step's gradient have their moments and values
+    updated; a parameter's step count ``t`` counts every step in which it had a
+    gradient, and its bias corrections use it.  Per present row ``r``:
+    ``m_r = b1 m_r + (1 - b1) g_r``; ``v_r = b2 v_r + (1 - b2) g_r^2``;
+    ``p_r -= lr sqrt(1 - b2^t) / (1 - b1^t) * m_r / (sqrt(v_r) + eps)``.
+    Every parameter's gradient must be sparse (``Embedding(sparse=True)``);
+    a dense one raises RuntimeError (use ``Adam`` for it).  The moments are
+    dense (the parameter's shape, allocated at the first step, as PyTorch's);
+    a step allocates only ``[rows in the batch, dim]``.
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 maximize: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                  "maximize": maximize})
+
+    def _check_hyper(self, group: dict[str, Any]) -> None:
+        if not 0.0 < group["lr"]:
+            raise ValueError(f"Invalid learning rate: {group['lr']}")
+        b1, b2 = group["betas"]
+        if not 0.0 <= b1 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {b1}")
+        if not 0.0 <= b2 < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {b2}")
+        if not 0.0 < group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+
+    @no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and not is_sparse_grad(p.grad):
+                    raise RuntimeError("SparseAdam does not support dense gradients, please "
+                                       "consider Adam instead")
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            lr, eps = group["lr"], group["eps"]
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                st = self.state.get(id(p))
+                if st is None:
+                    st = self.state[id(p)] = {"step": 0, "exp_avg": _zeros(p),
+                                              "exp_avg_sq": _zeros(p)}
+                st["step"] += 1
+                g = g.coalesce()
+                rows = g._idx
+                if len(rows) == 0:
+                    continue
+                t = st["step"]
+                vals = g._values()
+                if vals.dtype != p.dtype:
+                    vals = vals.to(p.dtype)
+                if group["maximize"]:
+                    vals = -vals
+                plan = IndexPlan(rows, p.shape[0])
+                m, v = st["exp_avg"], st["exp_avg_sq"]
+                old_m = m.index_select(0, plan)
+                old_v = v.index_select(0, plan)
+                upd_m = (vals - old_m) * (1 - b1)
+                upd_v = (vals * vals - old_v) * (1 - b2)
+                _rows_add_(m, plan, upd_m._value)
+                _rows_add_(v, plan, upd_v._value)
+                numer = upd_m + old_m
+                denom = (upd_v + old_v).sqrt() + eps
+                step_size = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
+                _rows_add_(p, plan, (numer / denom * (-step_size))._value)
+
