@@ -162,5 +162,7 @@ class RowSparseGrad:
                         "read ._indices() and ._values()")
 
     def __repr__(self) -> str:
-        return (f"RowSparseGrad(indices={self._idx.tolist()!r}, shape={list(self._shape)}, "
-                f"nnz={len(self._idx)}, layout=sparse_coo)")
+        rows = self._idx[:6].tolist()
+        more = ", ..." if len(self._idx) > 6 else ""
+        return (f"RowSparseGrad(rows=[{', '.join(map(str, rows))}{more}], "
+                f"shape={list(self._shape)}, nnz={len(self._idx)}, layout=sparse_coo)")

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
+
+from ...autograd.grad_mode import no_grad
 from ...backend.index_plan import EdgeIndex, as_edge_index
-from ...data.naming import check_edge_type, check_name
+from ...data.naming import check_edge_type, check_name, edge_module_key
+from ...functional import concat, index_select
 from ...tensor import Tensor
 from .. import functional as F
-from ..containers import ModuleList
+from ..containers import ModuleDict, ModuleList
 from ..conv.gat_conv import GATConv
 from ..conv.hetero_conv import HeteroConv
 from ..linear import Linear
 from ..module import Module
+from ..sparse import Embedding
 
 __all__ = ["HetGAT"]
 
@@ -53,12 +59,22 @@ class HetGAT(Module):
     Args:
         metadata: ``(node_types, edge_types)``, edge types ``(src_type, relation,
             dst_type)`` (``HeteroGraph.metadata()``, PyG's ``HeteroData.metadata()``).
-        in_channels: node type -> input feature size.
+        in_channels: node type -> input feature size, or ``None`` for a node
+            type without features: it gets a learnable ``Embedding`` (one row per
+            node, ``num_nodes_dict[type]`` rows of ``embedding_dim``), as OGB's
+            R-GCN example does for ogbn-mag's authors, institutions and fields.
+            A type missing from ``in_channels`` but in ``num_nodes_dict`` is
+            featureless too.
         hidden_channels: width of every hidden layer: ``heads`` heads of
             ``hidden_channels // heads`` channels, concatenated (must divide).
         out_channels: number of classes.
         heads, num_layers: attention heads per GATConv, and layers.
         target: the node type to classify.
+        num_nodes_dict: node type -> node count, for the featureless types.
+        embedding_dim: width of their embeddings (default ``hidden_channels``).
+        sparse: their embeddings' gradients are row-sparse (``Embedding(sparse=
+            True)``: train them with ``rtx.optim.SparseAdam``, the rest with
+            ``Adam``; ``embedding_parameters()`` / ``dense_parameters()`` split them).
 
     Each layer is a ``HeteroConv`` with one ``GATConv`` per relation (self-loops
     only when source and destination type are the same), summed per destination
@@ -68,23 +84,55 @@ class HetGAT(Module):
     Parameter names are those of the same model written with PyG's
     ``HeteroConv(GATConv)`` and ``torch.nn.Linear``
     (``convs.0.convs.<author___writes___paper>.lin_src.weight``, ``lin.weight``,
-    ...), so state_dicts move between the two.
+    ...), so state_dicts move between the two; embeddings are ``emb.<type>.weight``.
+
+    ``forward`` takes the features of the types that have them; a featureless
+    type's input is its embedding's rows ``n_id_dict[type]`` (a sampled batch's
+    global ids, ``batch.n_id_dict``) or, without ``n_id_dict``, the whole table.
+    ``inference`` computes the full-graph output layer by layer over batches of
+    destination nodes (the evaluation of sampled training).
     """
 
-    def __init__(self, metadata: Any, in_channels: Mapping[str, int], hidden_channels: int,
-                 out_channels: int, heads: int = 4, num_layers: int = 2,
-                 target: str = "paper") -> None:
+    def __init__(self, metadata: Any, in_channels: Mapping[str, int | None],
+                 hidden_channels: int, out_channels: int, heads: int = 4, num_layers: int = 2,
+                 target: str = "paper", num_nodes_dict: Mapping[str, int] | None = None,
+                 embedding_dim: int | None = None, sparse: bool = False) -> None:
         super().__init__()
         node_types, edge_types = _check_metadata(metadata)
         if not isinstance(in_channels, Mapping):
             raise ValueError("HetGAT: in_channels must be a dict node type -> feature size")
+        if num_nodes_dict is not None and not isinstance(num_nodes_dict, Mapping):
+            raise ValueError("HetGAT: num_nodes_dict must be a dict node type -> node count")
+        nodes = dict(num_nodes_dict or {})
+        featureless: list[str] = []
         for nt in node_types:
-            if nt not in in_channels:
-                raise ValueError(f"HetGAT: in_channels has no size for node type {nt!r}")
-            v = in_channels[nt]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"HetGAT: in_channels[{nt!r}] must be a positive int, "
-                                 f"got {v!r}")
+            if nt not in in_channels and nt not in nodes:
+                raise ValueError(f"HetGAT: in_channels has no size for node type {nt!r} "
+                                 "(None, with its count in num_nodes_dict, for a type "
+                                 "without features)")
+            v = in_channels.get(nt)
+            if v is None:
+                n = nodes.get(nt)
+                if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+                    raise ValueError(f"HetGAT: node type {nt!r} has no features, so "
+                                     f"num_nodes_dict[{nt!r}] must give its node count (an int "
+                                     f">= 0) for its embedding, got {n!r}")
+                featureless.append(nt)
+            elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"HetGAT: in_channels[{nt!r}] must be a positive int "
+                                 f"(or None: no features), got {v!r}")
+        for nt in nodes:
+            if nt not in node_types:
+                raise ValueError(f"HetGAT: num_nodes_dict names node type {nt!r}, which is "
+                                 f"not in metadata's node types {node_types}")
+        if embedding_dim is None:
+            embedding_dim = hidden_channels
+        if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) \
+                or embedding_dim < 1:
+            raise ValueError(f"HetGAT: embedding_dim must be a positive int, got "
+                             f"{embedding_dim!r}")
+        if not isinstance(sparse, (bool, np.bool_)):
+            raise TypeError(f"HetGAT: sparse must be a bool, got {type(sparse).__name__}")
         for nt in in_channels:
             if nt not in node_types:
                 raise ValueError(f"HetGAT: in_channels names node type {nt!r}, which is not "
@@ -103,7 +151,12 @@ class HetGAT(Module):
             raise ValueError(f"HetGAT: no edge type ends at the target node type {target!r}")
 
         self.node_types, self.edge_types = node_types, edge_types
-        self.in_channels = {nt: int(in_channels[nt]) for nt in node_types}
+        self.featureless = featureless
+        self.embedding_dim, self.sparse = embedding_dim, bool(sparse)
+        # (a featureless type's input is its embedding: embedding_dim wide)
+        self.in_channels = {nt: embedding_dim if nt in featureless
+                            else int(in_channels[nt])  # type: ignore[arg-type]
+                            for nt in node_types}
         self.hidden_channels, self.out_channels = hidden_channels, out_channels
         self.heads, self.num_layers, self.target = heads, num_layers, target
 
@@ -136,15 +189,57 @@ class HetGAT(Module):
             self.layer_edge_types.append(rels)
             have = {d for _, _, d in rels}
         self.lin = Linear(hidden_channels, out_channels)
+        if featureless:  # (drawn after the layers: a model with features only is unchanged)
+            self.emb = ModuleDict({nt: Embedding(int(nodes[nt]), embedding_dim, sparse=sparse)
+                                   for nt in featureless})
 
-    def forward(self, x_dict: Mapping[str, Tensor],
-                edge_index_dict: Mapping[EdgeType, Any]) -> Tensor:
-        """Logits ``[N_target, out_channels]``.  ``x_dict``: node type -> features
-        ``[N_t, in_channels[t]]``; ``edge_index_dict``: edge type -> int ``[2, E]``
-        (or ``rtx.EdgeIndex``)."""
+    def embedding_parameters(self) -> list[Any]:
+        """The featureless types' embedding weights (for ``SparseAdam`` when sparse)."""
+        return [self.emb[nt].weight for nt in self.featureless]
+
+    def dense_parameters(self) -> list[Any]:
+        """Every other parameter (for ``Adam``)."""
+        ids = {id(p) for p in self.embedding_parameters()}
+        return [p for p in self.parameters() if id(p) not in ids]
+
+    def _inputs(self, x_dict: Mapping[str, Tensor],
+                n_id_dict: Mapping[str, Any] | None) -> dict[str, Tensor]:
+        """Every node type's input: its features, or its embedding's rows."""
+        if not isinstance(x_dict, Mapping):
+            raise TypeError(f"HetGAT: x_dict must be a dict node type -> features, got "
+                            f"{type(x_dict).__name__}")
+        h: dict[str, Tensor] = {}
         for nt in self.node_types:
+            if nt in self.featureless:
+                emb = self.emb[nt]
+                ids = None if n_id_dict is None else n_id_dict.get(nt)
+                if ids is None:
+                    ids = np.arange(emb.num_embeddings, dtype=np.int64)
+                try:
+                    h[nt] = emb(ids)
+                except (TypeError, ValueError, IndexError) as exc:
+                    raise type(exc)(f"HetGAT: n_id_dict[{nt!r}] ({emb.num_embeddings} "
+                                    f"embedded nodes): {exc}") from None
+                continue
             if nt not in x_dict:
                 raise ValueError(f"HetGAT: x_dict has no features for node type {nt!r}")
+            h[nt] = x_dict[nt]
+        for nt in x_dict:
+            if nt in self.featureless:
+                raise ValueError(f"HetGAT: node type {nt!r} has an embedding (in_channels "
+                                 f"None): pass its node ids in n_id_dict, not features")
+        return h
+
+    def forward(self, x_dict: Mapping[str, Tensor],
+                edge_index_dict: Mapping[EdgeType, Any],
+                n_id_dict: Mapping[str, Any] | None = None) -> Tensor:
+        """Logits ``[N_target, out_channels]``.  ``x_dict``: node type -> features
+        ``[N_t, in_channels[t]]`` (featureless types omitted); ``edge_index_dict``:
+        edge type -> int ``[2, E]`` (or ``rtx.EdgeIndex``); ``n_id_dict``: node
+        type -> the global ids of a featureless type's nodes (a sampled batch's
+        ``n_id``: its embedding's rows; default: every row)."""
+        x_dict = self._inputs(x_dict, n_id_dict)
+        for nt in self.node_types:
             x = x_dict[nt]
             if not isinstance(x, Tensor):
                 raise TypeError(f"HetGAT: features of node type {nt!r} must be an rtx.Tensor, "
@@ -173,7 +268,93 @@ class HetGAT(Module):
             raise type(exc)(f"HetGAT: edges of {et!r} ({n_src} {et[0]!r} -> {n_dst} "
                             f"{et[2]!r} nodes): {exc}") from None
 
+    @no_grad()
+    def inference(self, data: Any, batch_size: int = 1024) -> Tensor:
+        """The full-graph logits ``[N_target, out_channels]``, computed layer by
+        layer over batches of ``batch_size`` destination nodes (PyG's and DGL's
+        layer-wise inference for sampled training; no gradient).
+
+        ``data``: the whole graph (an ``rtx.data.HeteroData`` or anything with
+        ``x_dict`` and ``edge_index_dict``; featureless types use their whole
+        embedding).  Each batch takes every incoming edge of its destination
+        nodes (the full neighbourhood) and the rows of their sources only, so
+        the memory of a step is bounded by the batch's edges, while each layer's
+        output (``[N_t, hidden]`` per type) is kept for the next.  The result
+        equals ``forward`` on the whole graph to rounding (call ``eval()`` first
+        if the model has dropout)."""
+        if isinstance(batch_size, (bool, np.bool_)):
+            raise TypeError("HetGAT.inference: batch_size must be an int, got bool")
+        try:
+            bs = operator.index(batch_size)
+        except TypeError:
+            raise TypeError(f"HetGAT.inference: batch_size must be an int, got "
+                            f"{type(batch_size).__name__}") from None
+        if bs < 1:
+            raise ValueError(f"HetGAT.inference: batch_size must be at least 1, got {bs}")
+        try:
+            x_dict, edge_index_dict = data.x_dict, data.edge_index_dict
+        except AttributeError:
+            raise TypeError("HetGAT.inference: data must have x_dict and edge_index_dict "
+                            f"(an rtx.data.HeteroData), got {type(data).__name__}") from None
+        h = self._inputs({nt: x for nt, x in x_dict.items() if nt not in self.featureless},
+                         None)
+        for nt in self.node_types:
+            x = h[nt]
+            if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[1] != self.in_channels[nt]:
+                raise ValueError(f"HetGAT.inference: features of node type {nt!r} must be an "
+                                 f"rtx.Tensor [num_nodes, {self.in_channels[nt]}]")
+        edges = {et: self._edges(et, edge_index_dict, h) for et in self.edge_types}
+        for conv, rels in zip(self.convs, self.layer_edge_types, strict=True):
+            out: dict[str, Tensor] = {}
+            for d in dict.fromkeys(dd for _, _, dd in rels):
+                into = [et for et in rels if et[2] == d]
+                n = h[d].shape[0]
+                parts = [self._layer_batch(cast(HeteroConv, conv), into, edges, h, lo,
+                                           min(lo + bs, n))
+                         for lo in range(0, max(n, 1), bs)]
+                out[d] = parts[0] if len(parts) == 1 else concat(parts, 0)
+            h = out
+        return self.lin(h[self.target])
+
+    @staticmethod
+    def _layer_batch(conv: HeteroConv, into: list[EdgeType], edges: dict[EdgeType, EdgeIndex],
+                     h: Mapping[str, Tensor], lo: int, hi: int) -> Tensor:
+        """One layer's output (after ELU) for destination nodes ``[lo, hi)`` of one
+        type: every relation into it on the batch's incoming edges, summed."""
+        xs = []
+        for et in into:
+            s, _, d = et
+            ei = edges[et]
+            ptr, perm = ei.dst.csr()
+            sel = perm[ptr[lo]:ptr[hi]]
+            src = ei.src._idx[sel].astype(np.int64)
+            dst = ei.dst._idx[sel].astype(np.int64) - lo
+            module = conv.convs[edge_module_key(et)]
+            if s == d:
+                # the batch's nodes first (so a local self-loop i -> i is node lo + i),
+                # then their other sources; only the first hi - lo outputs are kept
+                inside = (src >= lo) & (src < hi)
+                others = np.unique(src[~inside])
+                local = np.empty_like(src)
+                local[inside] = src[inside] - lo
+                local[~inside] = (hi - lo) + np.searchsorted(others, src[~inside])
+                ids = np.concatenate([np.arange(lo, hi, dtype=np.int64), others])
+                res = module(index_select(h[s], ids),
+                             EdgeIndex(np.stack([local, dst]), len(ids), len(ids)))
+                xs.append(res[:hi - lo] if len(ids) != hi - lo else res)
+            else:
+                uniq, inv = np.unique(src, return_inverse=True)
+                x_src = index_select(h[s], uniq)
+                x_dst = index_select(h[d], np.arange(lo, hi, dtype=np.int64))
+                xs.append(module((x_src, x_dst),
+                                 EdgeIndex(np.stack([inv.reshape(-1), dst]), len(uniq),
+                                           hi - lo)))
+        return F.elu(conv._group(xs))
+
     def extra_repr(self) -> str:
-        return (f"target={self.target!r}, in_channels={self.in_channels}, "
-                f"hidden_channels={self.hidden_channels}, out_channels={self.out_channels}, "
-                f"heads={self.heads}, num_layers={self.num_layers}")
+        s = (f"target={self.target!r}, in_channels={self.in_channels}, "
+             f"hidden_channels={self.hidden_channels}, out_channels={self.out_channels}, "
+             f"heads={self.heads}, num_layers={self.num_layers}")
+        if self.featureless:
+            s += f", embedded={self.featureless}, sparse={self.sparse}"
+        return s
