@@ -53,7 +53,7 @@ from rtx.nn import HetGAT
 from rtx.nn.functional import cross_entropy
 from rtx.optim import Adam
 
-from . import _cli, _distributed
+from . import _cli, _distributed, _sampled
 
 DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
 
@@ -95,6 +95,7 @@ def build_parser() -> _cli.ArgumentParser:
                     help="where best.npz, metrics.json and curves.png go (default: %(default)s)")
     ap.add_argument("--progress", choices=["auto", "tqdm", "plain", "none"], default="auto",
                     help="progress display (auto: tqdm when installed, else plain lines)")
+    _sampled.add_arguments(ap)
     _distributed.add_arguments(ap)
     return ap
 
@@ -107,6 +108,7 @@ def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
     if args.progress == "tqdm" and not _cli.have_module("tqdm"):
         ap.error(f"--progress tqdm: tqdm is not installed ({_cli.EXTRA_HINT}, or "
                  "--progress plain)")
+    _sampled.check_args(ap, args)
     _distributed.check_args(ap, args)
 
 
@@ -182,10 +184,12 @@ class _Best:
 
 
 def _accuracies(pred: np.ndarray, data: HeteroGraph) -> dict[str, float]:
-    ok = pred == data.y
-    return {f"{k}_acc": float(ok[m].mean()) if m.any() else float("nan")
-            for k, m in (("train", data.train_mask), ("val", data.val_mask),
-                         ("test", data.test_mask))}
+    """Accuracy, macro-F1 and micro-F1 per split (``rtx.metrics``; NaN when empty)."""
+    out: dict[str, float] = {}
+    for k, m in (("train", data.train_mask), ("val", data.val_mask),
+                 ("test", data.test_mask)):
+        out.update(_sampled.split_scores(k, data.y[m], pred[m]))
+    return out
 
 
 def _plot(history: list[dict[str, float]], path: str) -> bool:
@@ -301,6 +305,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _check_args(ap, args)
     if args.threads is not None:
         rtx.set_num_threads(args.threads)
+    if args.sampled:  # mini-batches with neighbour sampling (rtx/examples/_sampled.py)
+        return _sampled.main(ap, args, sys.modules[__name__])
     t_start = time.perf_counter()
     data, source = _load_data(ap, args)
     t_data = time.perf_counter() - t_start
@@ -462,7 +468,9 @@ def _print_final(final: dict[str, float], ckpt: str, metrics: dict[str, Any],
                  out: str) -> None:
     for split in ("train", "val", "test"):
         v = final[f"{split}_acc"]
-        print(f"{split} accuracy {v:.4f}" if math.isfinite(v)
+        f1 = (f"  macro-F1 {final[f'{split}_macro_f1']:.4f}  micro-F1 "
+              f"{final[f'{split}_micro_f1']:.4f}" if f"{split}_macro_f1" in final else "")
+        print(f"{split} accuracy {v:.4f}{f1}" if math.isfinite(v)
               else f"{split} accuracy n/a (no {split} nodes)")
     print(f"wrote {ckpt}, {os.path.join(out, 'metrics.json')}"
           + (f", {metrics['plot']}" if "plot" in metrics else ""))

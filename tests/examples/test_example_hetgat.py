@@ -22,13 +22,18 @@ def _check_outputs(out_dir, epochs=4):
     with open(os.path.join(out_dir, "metrics.json")) as f:
         m = json.load(f)
     assert [r["epoch"] for r in m["history"]] == list(range(1, epochs + 1))
+    scores = [f"{s}_{k}" for s in ("train", "val", "test")
+              for k in ("acc", "macro_f1", "micro_f1")]
     for r in m["history"]:
-        assert set(r) == {"epoch", "loss", "train_acc", "val_acc", "test_acc", "seconds"}
+        assert set(r) == {"epoch", "loss", "seconds", *scores}
         assert np.isfinite(r["loss"]) and 0 <= r["val_acc"] <= 1
+        for s in ("train", "val", "test"):  # issue 20: F1 beside accuracy (rtx.metrics)
+            assert r[f"{s}_micro_f1"] == pytest.approx(r[f"{s}_acc"])  # single-label
+            assert 0 <= r[f"{s}_macro_f1"] <= 1
     best = max(m["history"], key=lambda r: (r["val_acc"], -r["epoch"]))
     assert m["best_epoch"] == best["epoch"]
-    # the checkpoint holds the best epoch's parameters: reloading reproduces its accuracies
-    assert m["final"] == {k: best[k] for k in ("train_acc", "val_acc", "test_acc")}
+    # the checkpoint holds the best epoch's parameters: reloading reproduces its scores
+    assert m["final"] == {k: best[k] for k in scores}
     assert os.path.isfile(m["checkpoint"])
     return m
 
@@ -42,7 +47,7 @@ def test_example_in_process_with_plain_progress(tmp_path, capsys, monkeypatch):
     text = capsys.readouterr().out
     assert "epoch    1/4  loss" in text and "s/epoch" in text
     for split in ("train", "val", "test"):
-        assert f"{split} accuracy {m['final'][split + '_acc']:.4f}" in text
+        assert f"{split} accuracy {m['final'][split + '_acc']:.4f}  macro-F1 " in text
     _check_outputs(out)
     assert m["config"]["num_papers"] == 160 and m["config"]["seed"] == 3
     # the checkpoint loads into a fresh model (rtx.load + load_state_dict)
