@@ -37,7 +37,8 @@ from rtx.optim import Adam, SparseAdam
 
 from . import _cli
 
-DEFAULTS = dict(num_neighbors=[15, 10], batch_size=1024, eval_batch_size=4096, scale=0.1)
+NUM_NEIGHBORS = (15, 10)  # the defaults of the options below
+BATCH_SIZE, EVAL_BATCH_SIZE, SCALE = 1024, 4096, 0.1
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -48,7 +49,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "and size times --scale (trains with --sampled)")
     ap.add_argument("--scale", type=_cli.finite_float_at_least(0.0), default=None,
                     help=f"with --dataset mag: the size relative to ogbn-mag (default "
-                         f"{DEFAULTS['scale']}: 194k nodes, 2.1M edges)")
+                         f"{SCALE}: 194k nodes, 2.1M edges)")
     g = ap.add_argument_group("sampled training (mini-batches of seeds with sampled "
                               "neighbourhoods; docs/hetgat.md)")
     g.add_argument("--sampled", action="store_true",
@@ -57,12 +58,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     g.add_argument("--num-neighbors", type=_cli.int_at_least(-1), nargs="+", default=None,
                    metavar="K",
                    help="neighbours sampled per hop and relation, one per layer (-1: all; "
-                        f"default {' '.join(map(str, DEFAULTS['num_neighbors']))})")
+                        f"default {' '.join(map(str, NUM_NEIGHBORS))})")
     g.add_argument("--batch-size", type=_cli.int_at_least(1), default=None,
-                   help=f"seed papers per batch (default {DEFAULTS['batch_size']})")
+                   help=f"seed papers per batch (default {BATCH_SIZE})")
     g.add_argument("--eval-batch-size", type=_cli.int_at_least(1), default=None,
                    help="destination nodes per batch of the layer-wise evaluation (default "
-                        f"{DEFAULTS['eval_batch_size']})")
+                        f"{EVAL_BATCH_SIZE})")
     g.add_argument("--dense-embeddings", action="store_true",
                    help="featureless node types' embeddings with dense gradients and Adam "
                         "(default: row-sparse gradients and SparseAdam)")
@@ -90,15 +91,15 @@ def check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
     if getattr(args, "distributed", False):
         ap.error("--sampled and --distributed cannot be combined")
     if args.num_neighbors is None:
-        args.num_neighbors = list(DEFAULTS["num_neighbors"])[:args.layers] + \
-            [DEFAULTS["num_neighbors"][-1]] * max(0, args.layers - 2)
+        args.num_neighbors = list(NUM_NEIGHBORS)[:args.layers] + \
+            [NUM_NEIGHBORS[-1]] * max(0, args.layers - 2)
     if len(args.num_neighbors) != args.layers:
         ap.error(f"--num-neighbors gives {len(args.num_neighbors)} hop(s) but --layers is "
                  f"{args.layers}: give one fanout per layer")
-    args.batch_size = args.batch_size or DEFAULTS["batch_size"]
-    args.eval_batch_size = args.eval_batch_size or DEFAULTS["eval_batch_size"]
+    args.batch_size = args.batch_size or BATCH_SIZE
+    args.eval_batch_size = args.eval_batch_size or EVAL_BATCH_SIZE
     if args.dataset == "mag" and args.scale is None:
-        args.scale = DEFAULTS["scale"]
+        args.scale = SCALE
 
 
 class _Graph:

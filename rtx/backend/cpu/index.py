@@ -78,6 +78,10 @@ class CpuIndex:
         if (dst.ndim == 0 or src.shape[1:] != dst.shape[1:] or src.dtype != dst.dtype
                 or not dst.flags.writeable or not dst.flags.c_contiguous):
             return super().index_accumulate(dst, indices, src)  # type: ignore[misc]
-        np.add.at(dst, plan._idx, src)
+        idx = plan._idx
+        if len(idx) < 2 or bool((idx[1:] > idx[:-1]).all()):
+            dst[idx] += src  # strictly increasing (a coalesced gradient's rows): distinct
+        else:
+            np.add.at(dst, idx, src)  # repeats accumulate
         return dst
 
