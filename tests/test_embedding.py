@@ -177,6 +177,18 @@ def test_zero_grad_keeps_or_drops_a_sparse_grad():
     assert e.weight.grad is None
 
 
+def test_a_sparse_grad_pickles_and_deep_copies():
+    import copy
+    import pickle
+
+    e = Embedding(6, 2, sparse=True)
+    e([5, 1, 5]).sum().backward()
+    for g in (copy.deepcopy(e.weight.grad), pickle.loads(pickle.dumps(e.weight.grad)),
+              copy.deepcopy(e.weight).grad):
+        assert g.is_sparse and g.indices().numpy().tolist() == [[1, 5]]
+        np.testing.assert_array_equal(g.to_dense().numpy(), e.weight.grad.to_dense().numpy())
+
+
 @pytest.mark.parametrize("opt", [
     lambda ps: rtx.optim.Adam(ps), lambda ps: rtx.optim.AdamW(ps),
     lambda ps: rtx.optim.SGD(ps, lr=0.1)])

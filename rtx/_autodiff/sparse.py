@@ -157,12 +157,23 @@ class RowSparseGrad:
         return RowSparseGrad(self._idx, B.cast(self._vals, np.dtype(dtype)), self._shape,
                              self._ad)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles (and deep-copies) as its rows and a values tensor."""
+        return (_rebuild, (self._idx.copy(), self._values(), self._shape))
+
     def numpy(self) -> np.ndarray:
         raise TypeError("a sparse gradient has no numpy(): call .to_dense().numpy(), or "
                         "read ._indices() and ._values()")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise TypeError("a sparse gradient is not an array: call .to_dense() first")
 
     def __repr__(self) -> str:
         rows = self._idx[:6].tolist()
         more = ", ..." if len(self._idx) > 6 else ""
         return (f"RowSparseGrad(rows=[{', '.join(map(str, rows))}{more}], "
                 f"shape={list(self._shape)}, nnz={len(self._idx)}, layout=sparse_coo)")
+
+
+def _rebuild(rows: np.ndarray, values: Any, shape: tuple[int, ...]) -> RowSparseGrad:
+    return RowSparseGrad(rows, values._value, shape, values._ad)

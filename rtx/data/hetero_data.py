@@ -24,6 +24,7 @@ import copy as _copy
 import importlib
 import math
 import os
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -78,8 +79,16 @@ class _Store:
 
     def __init__(self, parent: HeteroData | None, key: Any) -> None:
         object.__setattr__(self, "_mapping", {})
-        object.__setattr__(self, "_parent", parent)
+        # a weak reference, as PyG's storages hold theirs: a HeteroData and its
+        # stores form no reference cycle, so a batch's buffers are freed as soon as
+        # the batch is dropped (not at the cyclic collector's next full pass)
+        object.__setattr__(self, "_parent", None if parent is None else weakref.ref(parent))
         object.__setattr__(self, "_key", key)
+
+    def _data(self) -> HeteroData | None:
+        """The HeteroData this store belongs to (None once it is gone)."""
+        ref = self._parent
+        return None if ref is None else ref()
 
     # attribute access = item access, as in PyG
     def __getattr__(self, name: str) -> Any:
@@ -142,16 +151,17 @@ class _Store:
         return dict(self._mapping)
 
     def __copy__(self) -> _Store:
-        out = type(self)(self._parent, self._key)
+        out = type(self)(self._data(), self._key)
         out._mapping.update(self._mapping)
         return out
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"mapping": self._mapping, "parent": self._parent, "key": self._key}
+        return {"mapping": self._mapping, "parent": self._data(), "key": self._key}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         object.__setattr__(self, "_mapping", state["mapping"])
-        object.__setattr__(self, "_parent", state["parent"])
+        parent = state["parent"]
+        object.__setattr__(self, "_parent", None if parent is None else weakref.ref(parent))
         object.__setattr__(self, "_key", state["key"])
 
     def __repr__(self) -> str:
@@ -214,7 +224,7 @@ class EdgeStore(_Store):
 
     def size(self, dim: int | None = None) -> Any:
         """``(num_src_nodes, num_dst_nodes)`` (``None`` where unknown), as PyG."""
-        p = self._parent
+        p = self._data()
         src, _, dst = self._key
         sz = (p[src].num_nodes if p is not None and src in p.node_types else None,
               p[dst].num_nodes if p is not None and dst in p.node_types else None)
