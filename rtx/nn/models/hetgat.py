@@ -202,8 +202,8 @@ class HetGAT(Module):
         ids = {id(p) for p in self.embedding_parameters()}
         return [p for p in self.parameters() if id(p) not in ids]
 
-    def _inputs(self, x_dict: Mapping[str, Tensor],
-                n_id_dict: Mapping[str, Any] | None) -> dict[str, Tensor]:
+    def _inputs(self, x_dict: Mapping[str, Tensor], n_id_dict: Mapping[str, Any] | None,
+                whole: bool = False) -> dict[str, Tensor]:
         """Every node type's input: its features, or its embedding's rows."""
         if not isinstance(x_dict, Mapping):
             raise TypeError(f"HetGAT: x_dict must be a dict node type -> features, got "
@@ -213,6 +213,9 @@ class HetGAT(Module):
             if nt in self.featureless:
                 emb = self.emb[nt]
                 ids = None if n_id_dict is None else n_id_dict.get(nt)
+                if ids is None and whole:  # every row, as it is (no gather, no tape)
+                    h[nt] = emb.weight.detach()
+                    continue
                 if ids is None:
                     ids = np.arange(emb.num_embeddings, dtype=np.int64)
                 try:
@@ -297,7 +300,7 @@ class HetGAT(Module):
             raise TypeError("HetGAT.inference: data must have x_dict and edge_index_dict "
                             f"(an rtx.data.HeteroData), got {type(data).__name__}") from None
         h = self._inputs({nt: x for nt, x in x_dict.items() if nt not in self.featureless},
-                         None)
+                         None, whole=True)
         for nt in self.node_types:
             x = h[nt]
             if not isinstance(x, Tensor) or x.ndim != 2 or x.shape[1] != self.in_channels[nt]:
