@@ -193,6 +193,7 @@ class _BatchProgress:
                       flush=True)
 
     def epoch(self, row: dict[str, float]) -> None:
+        self.t0 += row["eval_seconds"]  # seeds/s (and the time left) count training only
         text = (f"epoch {int(row['epoch'])}: loss {row['loss']:.4f}  train {row['train_acc']:.3f}"
                 f"  val {row['val_acc']:.3f}  val macro-F1 {row['val_macro_f1']:.3f}  "
                 f"{row['seconds']:.1f} s (eval {row['eval_seconds']:.1f} s)")
