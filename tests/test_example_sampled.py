@@ -87,3 +87,13 @@ def test_sampled_bad_options_are_one_line(tmp_path, capsys, argv, message):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rtx-hetgat: error: ") and message in err
+
+
+def test_sampled_tqdm_bar_shows_seeds_per_second(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    example.main(["--sampled", "--dataset", "mag", "--scale", "0.001", "--epochs", "1",
+                  "--hidden", "4", "--heads", "2", "--progress", "tqdm",
+                  "--out", str(tmp_path)])
+    cap = capsys.readouterr()
+    assert "seeds/s" in cap.err and "batch" in cap.err  # tqdm writes to stderr
+    assert "epoch 1: loss" in cap.out + cap.err
