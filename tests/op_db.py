@@ -222,7 +222,7 @@ def _embedding_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
     return [
         Sample((r(5, 3), Idx(np.array([4, 0, 4, 2]), 5))),
         # padding rows get no gradient by definition (not the Jacobian): values only here,
-        # their gradient against torch in tests/test_embedding.py
+        # their gradient against torch in tests/nn/test_embedding.py
         Sample((r(4, 2), Idx(np.array([1, 3, 1, 1], np.int32), 4)), {"padding_idx": 1},
                grad=False),
         Sample((r(3, 4), Idx(np.array([2, 0]), 3)), {"padding_idx": -1}, grad=False),
@@ -394,7 +394,7 @@ OPS: list[OpInfo] = [
     OpInfo("index_accumulate", "index", differentiable=False,
            backend_call=lambda B, f: B.index_accumulate(f(X4.copy()), P4, f(X))),
     # nn.functional.embedding(input, weight, padding_idx, sparse): the dense path here
-    # (the row-sparse gradient: tests/test_embedding.py)
+    # (the row-sparse gradient: tests/nn/test_embedding.py)
     OpInfo("embedding", "index", "sampled",
            lambda weight, indices, padding_idx=None: rtx.nn.functional.embedding(
                indices, weight, padding_idx),
