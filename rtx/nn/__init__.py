@@ -1,7 +1,7 @@
 """``rtx.nn``: modules, parameters, layers and losses (PyTorch-shaped)."""
 
 from . import functional, init
-from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
+from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv import GATConv, HeteroConv
 from .dropout import Dropout
@@ -12,8 +12,8 @@ from .module import IncompatibleKeys, Module
 from .parameter import Parameter
 
 __all__ = [
-    "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
-    "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
+    "CrossEntropyLoss", "Dropout", "ELU", "GELU", "IncompatibleKeys", "L1Loss", "LeakyReLU",
+    "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
     "ReLU", "Sequential", "Softmax", "functional", "init",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
     "GATConv", "HeteroConv", "HetGAT",
