@@ -2,5 +2,6 @@
 
 from .gat_conv import GATConv
 from .hetero_conv import HeteroConv
+from .hgt_conv import HGTConv
 
-__all__ = ["GATConv", "HeteroConv"]
+__all__ = ["GATConv", "HGTConv", "HeteroConv"]
