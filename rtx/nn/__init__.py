@@ -3,7 +3,7 @@
 from . import functional, init
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
-from .conv import GATConv, HeteroConv, HGTConv
+from .conv import GATConv, HeteroConv, HGTConv, SimpleHGNConv
 from .dropout import Dropout
 from .linear import Linear
 from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
@@ -16,5 +16,5 @@ __all__ = [
     "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
     "ReLU", "Sequential", "Softmax", "functional", "init",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
-    "GATConv", "HGTConv", "HeteroConv", "HetGAT",
+    "GATConv", "HGTConv", "HeteroConv", "HetGAT", "SimpleHGNConv",
 ]
