@@ -66,9 +66,9 @@ class SimpleHGNConv(Module):
         self.num_edge_types = _positive("num_edge_types", num_edge_types)
         self.edge_dim = _positive("edge_dim", edge_dim)
         self.heads = _positive("heads", heads)
-        for name, p in (("feat_drop", feat_drop), ("attn_drop", attn_drop)):
-            if not 0.0 <= float(p) < 1.0:
-                raise ValueError(f"SimpleHGNConv: {name} must be in [0, 1), got {p!r}")
+        for name, rate in (("feat_drop", feat_drop), ("attn_drop", attn_drop)):
+            if not 0.0 <= float(rate) < 1.0:
+                raise ValueError(f"SimpleHGNConv: {name} must be in [0, 1), got {rate!r}")
         if not 0.0 <= float(beta) <= 1.0:
             raise ValueError(f"SimpleHGNConv: beta must be in [0, 1], got {beta!r}")
         if activation is not None and not callable(activation):
