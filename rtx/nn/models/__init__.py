@@ -1,5 +1,6 @@
 """Ready-made graph network models."""
 
 from .hetgat import HetGAT
+from .simple_hgn import SimpleHGN
 
-__all__ = ["HetGAT"]
+__all__ = ["HetGAT", "SimpleHGN"]
