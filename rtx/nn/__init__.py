@@ -7,7 +7,7 @@ from .conv import GATConv, HeteroConv, HGTConv, SimpleHGNConv
 from .dropout import Dropout
 from .linear import Linear
 from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
-from .models import HetGAT, SimpleHGN
+from .models import HGT, HetGAT, SimpleHGN
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
 
@@ -16,5 +16,5 @@ __all__ = [
     "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
     "ReLU", "Sequential", "Softmax", "functional", "init",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
-    "GATConv", "HGTConv", "HeteroConv", "HetGAT", "SimpleHGN", "SimpleHGNConv",
+    "GATConv", "HGTConv", "HeteroConv", "HGT", "HetGAT", "SimpleHGN", "SimpleHGNConv",
 ]

@@ -118,3 +118,40 @@ def test_repr_and_parameter_names_are_pygs():
     assert repr(m) == "HGTConv(-1, 8, heads=2)"
     assert m.k_rel.weight.shape == (2 * len(EDGES), 4, 4)
     assert "p_rel.author__writes__paper" in m.state_dict()
+
+
+def test_the_ready_made_hgt_matches_pygs_example_model():
+    """rtx.nn.models.HGT against the model of PyG's examples/hetero/hgt_dblp.py
+    (every node type receives messages here, where the two agree by design)."""
+    rng = np.random.default_rng(8)
+    x, ei = _graph(rng)
+    ei[("paper", "has", "term")] = np.stack([rng.integers(0, 7, 9), rng.integers(0, 3, 9)])
+    meta = (list(NODES), list(ei))
+    in_ch = {"paper": 6, "author": 4, "term": 5}
+
+    class PygHGT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin_dict = torch.nn.ModuleDict({t: torch.nn.Linear(c, 8)
+                                                 for t, c in in_ch.items()})
+            self.convs = torch.nn.ModuleList([pyg_nn.HGTConv(8, 8, meta, 2) for _ in range(2)])
+            self.lin = torch.nn.Linear(8, 3)
+
+        def forward(self, x_dict, edge_index_dict):
+            x_dict = {k: self.lin_dict[k](v).relu() for k, v in x_dict.items()}
+            for conv in self.convs:
+                x_dict = conv(x_dict, edge_index_dict)
+            return self.lin(x_dict["paper"])
+
+    torch.manual_seed(0)
+    ref = PygHGT().double()
+    m = rtx.nn.models.HGT(meta, in_ch, 8, 3, heads=2, num_layers=2).double()
+    sd = {k: v.detach().numpy() for k, v in ref.state_dict().items()}
+    assert set(sd) == set(m.state_dict())
+    m.load_state_dict(sd)
+    want = ref({t: torch.tensor(v) for t, v in x.items()},
+               {et: torch.tensor(v) for et, v in ei.items()})
+    got = m({t: rtx.tensor(v) for t, v in x.items()}, ei)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="no features"):
+        m({"paper": rtx.tensor(x["paper"])}, ei)
