@@ -25,7 +25,7 @@
 
 from cython.parallel cimport parallel
 
-from libc.math cimport exp, expf, expm1, fabs, fabsf, log, logf, sqrt, sqrtf
+from libc.math cimport erf, erff, exp, expf, expm1, fabs, fabsf, log, logf, sqrt, sqrtf
 from libc.math cimport pow as c_pow
 from libc.math cimport powf, tanh, tanhf
 from libc.stdint cimport int32_t, int64_t
@@ -126,7 +126,8 @@ cdef enum:
     FX_GT = 23
     FX_GE = 24
     FX_WHERE = 25
-    FX_NOPS = 26
+    FX_ERF = 26
+    FX_NOPS = 27
     FX_MAX_DIMS = 64
     FX_MAX_REGS = 4096
 
@@ -153,6 +154,7 @@ FUSED_OPS = {
     "lt": FusedOp(FX_LT, 2, False, True), "le": FusedOp(FX_LE, 2, False, True),
     "gt": FusedOp(FX_GT, 2, False, True), "ge": FusedOp(FX_GE, 2, False, True),
     "where": FusedOp(FX_WHERE, 3, False, False),
+    "erf": FusedOp(FX_ERF, 1, False, False),
 }
 
 cdef int _FX_ARITY[FX_NOPS]
@@ -241,6 +243,12 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
                 d[i] = tanhf(a[i])
             else:
                 d[i] = tanh(a[i])
+    elif op == FX_ERF:
+        for i in range(n):
+            if real is float:
+                d[i] = erff(a[i])
+            else:
+                d[i] = erf(a[i])
     elif op == FX_SIGMOID:
         # the CPU backend's stable form: exp(-|x|) never overflows
         for i in range(n):
@@ -430,7 +438,7 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noe
         op = ins[0]
         if op == FX_WHERE:
             _fx_where(regp[ins[1]], regp[ins[2]], regp[ins[3]], regp[ins[4]], n)
-        elif op >= FX_ADD:
+        elif _FX_ARITY[op] == 2:
             _fx_binary(op, regp[ins[1]], regp[ins[2]], regp[ins[3]], n)
         else:
             imm = <real>P.imms[ins[5]] if ins[5] >= 0 else 0

@@ -19,6 +19,7 @@ here: the value, gradient, backend-parity and fuzz tests then pick it up by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,6 +173,17 @@ def _sigmoid(a: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-a))
 
 
+_erf_np = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _erf_ref(a: np.ndarray) -> np.ndarray:
+    return _erf_np(a).astype(a.dtype if a.dtype.kind == "f" else np.float64)
+
+
+def _gelu_ref(a: np.ndarray) -> np.ndarray:
+    return a * 0.5 * (1.0 + _erf_ref(a * math.sqrt(0.5)))
+
+
 def _leaky(slope: float) -> Callable[[np.ndarray], np.ndarray]:
     return lambda x: np.where(x > 0, x, slope * x)
 
@@ -292,6 +304,8 @@ OPS: list[OpInfo] = [
     OpInfo("neg", E, "unary", lambda t: -t, np.negative, keeps_int=True,
            backend_call=lambda B, f: B.neg(f(X))),
     OpInfo("exp", E, "unary", rtx.exp, np.exp, backend_call=lambda B, f: B.exp(f(X))),
+    # an evaluator op without a backend body (its rule calls B.elementwise)
+    OpInfo("erf", E, "unary", rtx.erf, _erf_ref),
     OpInfo("log", E, "unary", rtx.log, np.log, domain=(0.1, 3.0),
            grad_domain={"low": 0.2, "high": 3.0}, backend_call=lambda B, f: B.log(f(X))),
     OpInfo("sqrt", E, "unary", rtx.sqrt, np.sqrt, domain=(0.1, 3.0),
@@ -324,6 +338,12 @@ OPS: list[OpInfo] = [
     OpInfo("sigmoid", A, "unary", rtx.sigmoid, _sigmoid,
            backend_call=lambda B, f: B.sigmoid(f(X - 1))),
     OpInfo("tanh", A, "unary", rtx.tanh, np.tanh, backend_call=lambda B, f: B.tanh(f(X))),
+    # gelu: a composition of elementwise ops (no backend op of its own); its tanh form
+    # is gradchecked as a variant
+    OpInfo("gelu", A, "unary", rtx.gelu, _gelu_ref,
+           grad_variants={"tanh": (lambda t: rtx.gelu(t, approximate="tanh"), {})},
+           errors=(_E("approximate", lambda t: rtx.gelu(t, approximate="erf"), ValueError,
+                      "'none' or 'tanh'"),)),
     # parametrised: fuzzed with their parameters by test_fuzz.test_parametrised_activations
     OpInfo("leaky_relu", A, "unary", lambda t: rtx.leaky_relu(t, 0.2), _leaky(0.2),
            grad_domain={"away": 0.1}, fuzz=False,

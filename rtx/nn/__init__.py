@@ -1,22 +1,22 @@
 """``rtx.nn``: modules, parameters, layers and losses (PyTorch-shaped)."""
 
 from . import functional, init
-from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
+from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
-from .conv import GATConv, HeteroConv
+from .conv import GATConv, HeteroConv, HGTConv, SimpleHGNConv
 from .dropout import Dropout
 from .linear import Linear
 from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
-from .models import HetGAT
+from .models import HGT, HetGAT, SimpleHGN
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
 from .sparse import Embedding
 
 __all__ = [
-    "CrossEntropyLoss", "Dropout", "ELU", "IncompatibleKeys", "L1Loss", "LeakyReLU", "Linear",
-    "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
+    "CrossEntropyLoss", "Dropout", "ELU", "GELU", "IncompatibleKeys", "L1Loss", "LeakyReLU",
+    "Linear", "LogSoftmax", "MSELoss", "Module", "ModuleDict", "ModuleList", "NLLLoss", "Parameter",
     "ReLU", "Sequential", "Softmax", "functional", "init",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
-    "GATConv", "HeteroConv", "HetGAT",
+    "GATConv", "HGTConv", "HeteroConv", "HGT", "HetGAT", "SimpleHGN", "SimpleHGNConv",
     "Embedding",  # rtx/nn/sparse.py
 ]

@@ -11,6 +11,7 @@ from .module import Module
 _SLOPE = OPS["leaky_relu"].defaults["negative_slope"]
 _ALPHA = OPS["elu"].defaults["alpha"]
 _DIM = OPS["softmax"].defaults["dim"]
+_APPROXIMATE = OPS["gelu"].defaults["approximate"]
 
 
 class ReLU(Module):
@@ -40,6 +41,22 @@ class ELU(Module):
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}"
+
+
+class GELU(Module):
+    """``torch.nn.GELU(approximate="none")``: ``rtx.nn.functional.gelu``."""
+
+    def __init__(self, approximate: str = _APPROXIMATE) -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
 
 
 class Softmax(Module):

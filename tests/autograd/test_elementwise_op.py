@@ -7,6 +7,8 @@ runs it on its own memory and threads, Fusion records it lazily."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import bits
@@ -43,7 +45,8 @@ def _ref(name, xs, imm):
              "neg": lambda: -a, "pow": lambda: np.power(*xs),
              "eq": lambda: np.equal(*xs), "ne": lambda: np.not_equal(*xs),
              "lt": lambda: np.less(*xs), "le": lambda: np.less_equal(*xs),
-             "gt": lambda: np.greater(*xs), "ge": lambda: np.greater_equal(*xs)}
+             "gt": lambda: np.greater(*xs), "ge": lambda: np.greater_equal(*xs),
+             "erf": lambda: np.vectorize(math.erf, otypes=[a.dtype])(a)}
     return named[name]() if name in named else getattr(np, name)(*xs)
 
 

@@ -206,6 +206,7 @@ def _op_calls():
         "sign": lambda: a().sign(), "relu": lambda: a().relu(),
         "leaky_relu": lambda: a().leaky_relu(0.1), "elu": lambda: a().elu(),
         "sigmoid": lambda: a().sigmoid(), "tanh": lambda: a().tanh(),
+        "erf": lambda: a().erf(), "gelu": lambda: a().gelu(),
         "softmax": lambda: a().softmax(-1), "log_softmax": lambda: a().log_softmax(0),
         "where": lambda: rtx.where(rtx.tensor([[True, False], [False, True]]), a(), a()),
         "cast": lambda: a().double(), "copy": lambda: a().clone(), "sum": lambda: a().sum(1),

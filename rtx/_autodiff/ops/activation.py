@@ -1,10 +1,18 @@
-"""Op rules, activation family: relu, leaky_relu, elu, sigmoid, tanh, softmax, log_softmax.
+"""Op rules, activation family: relu, leaky_relu, elu, gelu, sigmoid, tanh, softmax,
+log_softmax.
 
 Each rule's forward and backward side by side (see ``base.py``)."""
 
 from __future__ import annotations
 
+import math
+
 from .base import Op
+
+_SQRT1_2 = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
 
 
 class Relu(Op):
@@ -70,6 +78,51 @@ class Elu(Op):
         # x <= 0: alpha * exp(x) = out + alpha; else 1 (so a NaN input passes g, as in
         # PyTorch's elu_backward)
         return (B.elu_backward(ctx.a, ctx.out, g, ctx.alpha),)
+
+
+class Gelu(Op):
+    """The Gaussian error linear unit, as ``torch.nn.functional.gelu``:
+    ``input * Phi(input)`` with ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``
+    (``approximate="none"``), or ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715
+    * x**3)))`` (``approximate="tanh"``).  Written with elementwise ops (``erf``,
+    ``tanh``, ...): Fusion fuses the chain."""
+
+    signature = "input: FloatTensor, approximate: str = 'none'"
+    faces = ("method", "function", "nn")
+    name = "gelu"
+    saves = (0,)
+    fresh_grads = True
+
+    @staticmethod
+    def check(input, approximate):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', "
+                             f"got {approximate!r}")
+
+    @staticmethod
+    def forward(ctx, B, a, approximate):
+        ctx.a, ctx.approximate = a, approximate
+        if approximate == "tanh":
+            inner = B.mul(B.add(a, B.mul(B.mul(B.mul(a, a), a), _GELU_CUBIC)), _SQRT_2_OVER_PI)
+            return B.mul(B.mul(a, 0.5), B.add(B.tanh(inner), 1.0))
+        return B.mul(B.mul(a, 0.5), B.add(B.elementwise("erf", B.mul(a, _SQRT1_2)), 1.0))
+
+    @staticmethod
+    def backward(ctx, B, g):
+        a = ctx.a
+        if ctx.approximate == "tanh":
+            # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2), t = tanh(inner)
+            x2 = B.mul(a, a)
+            inner = B.mul(B.add(a, B.mul(B.mul(x2, a), _GELU_CUBIC)), _SQRT_2_OVER_PI)
+            t = B.tanh(inner)
+            left = B.mul(B.add(t, 1.0), 0.5)
+            dinner = B.mul(B.add(B.mul(x2, 3.0 * _GELU_CUBIC), 1.0), _SQRT_2_OVER_PI)
+            right = B.mul(B.mul(B.mul(a, 0.5), B.sub(1.0, B.mul(t, t))), dinner)
+            return (B.mul(g, B.add(left, right)),)
+        # Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+        cdf = B.mul(B.add(B.elementwise("erf", B.mul(a, _SQRT1_2)), 1.0), 0.5)
+        pdf = B.mul(B.exp(B.mul(B.mul(a, a), -0.5)), _INV_SQRT_2PI)
+        return (B.mul(g, B.add(cdf, B.mul(a, pdf))),)
 
 
 class Sigmoid(Op):

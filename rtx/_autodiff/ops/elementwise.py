@@ -244,6 +244,32 @@ class Exp(Op):
         return (B.mul(g, ctx.out),)
 
 
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+class Erf(Op):
+    """The error function ``2 / sqrt(pi) * integral(exp(-t**2), 0, input)`` (integer
+    and bool tensors give float32), as ``torch.erf``."""
+
+    signature = "input: FloatTensor"
+    faces = ("method", "function")
+    fused = "erf"
+    name = "erf"
+    saves = (0,)
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, B, a):
+        ctx.a = a
+        return B.elementwise("erf", a)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        # d erf(x) / dx = 2 / sqrt(pi) * exp(-x**2)
+        a = ctx.a
+        return (B.mul(g, B.mul(B.exp(B.neg(B.mul(a, a))), _TWO_OVER_SQRT_PI)),)
+
+
 class Log(Op):
     """The natural logarithm (integer and bool tensors give float32)."""
 
