@@ -15,18 +15,9 @@ from .. import init
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
+from ..sparse import Embedding
 
 __all__ = ["SimpleHGNConv"]
-
-
-class _Table(Module):
-    """``weight [num, dim]`` read by row (the ``nn.Embedding`` layout HGB's
-    ``edge_emb`` has; N(0, 1) init, as ``torch.nn.Embedding``)."""
-
-    def __init__(self, num: int, dim: int) -> None:
-        super().__init__()
-        self.weight = Parameter(empty(num, dim))
-        init.normal_(self.weight)
 
 
 def _positive(name: str, v: Any) -> int:
@@ -77,7 +68,7 @@ class SimpleHGNConv(Module):
         self.feat_drop, self.attn_drop = float(feat_drop), float(attn_drop)
         self.activation = activation
         H, C, De = heads, out_channels, edge_dim
-        self.edge_emb = _Table(num_edge_types, De)
+        self.edge_emb = Embedding(num_edge_types, De)   # HGB's nn.Embedding
         self.fc = Linear(in_channels, H * C, bias=False)
         self.fc_e = Linear(De, De * H, bias=False)
         self.attn_l = Parameter(empty(1, H, C))
