@@ -10,6 +10,7 @@ graph neural networks fast on CPUs.
 from . import (
     _loader,  # noqa: F401 - loads the extension first (see _loader.py)
     autograd,
+    cuda,  # rtx.cuda.is_available() -> False (issue 20)
     fusion,
 )
 from ._backend_state import get_default_backend, set_default_backend, use_backend
@@ -67,6 +68,10 @@ bool = bool_  # noqa: A001 - rtx.bool, like torch.bool
 # `import rtx` alone makes rtx.nn and rtx.optim usable
 from . import data, datasets, loader, metrics, nn, optim, transforms, utils  # noqa: E402
 
+# PyTorch's device habits (issue 20): rtx.device("cpu"), rtx.cuda.is_available() -> False
+from ._device import device  # noqa: E402
+from .creation import as_tensor, empty_like, full_like, rand_like, randn_like  # noqa: E402
+
 __all__ = [
     "Backend", "CpuBackend", "EdgeIndex", "Generator", "IndexPlan", "MinimalBackend", "Storage",
     "Tensor", "__version__", "arange", "argmax", "autograd", "bool", "cat", "concat", "config",
@@ -78,6 +83,7 @@ __all__ = [
     "set_grad_enabled", "set_num_threads", "show_config", "stack", "tensor", "transpose",
     "use_backend", "where", "zeros", "zeros_like",
     "data", "datasets", "load", "loader", "metrics", "nn", "save", "transforms", "utils",
+    "as_tensor", "cuda", "device", "empty_like", "full_like", "rand_like", "randn_like",
     # the declared ops' functions (add, relu, segment_softmax, ...): rtx/_faces.py
     *_face_names,
 ]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import _backend_state
+from ._device import check_device
 from ._dtypes import (
     SUPPORTED_DTYPES,
     check_dtype,
@@ -23,14 +24,17 @@ from ._dtypes import (
 from .tensor import Tensor
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False, *,
+           device: Any = None) -> Tensor:
     """A new tensor holding a copy of ``data``.
 
     The dtype is PyTorch's: a numpy array or numpy scalar keeps its dtype (float16
     becomes float32, integers rtx lacks int64); Python floats become float32, ints
     int64, bools bool; a list promotes its leaves as ``torch.promote_types`` does
     (a float of any width wins over integers).  See docs/pytorch-parity.md.
+    ``device``: None or the CPU (``"cpu"``, ``rtx.device("cpu")``), as everywhere in rtx.
     """
+    check_device(device)
     ad = _backend_state.default_autodiff()
     a = to_host(data, dtype)
     B = ad.inner
@@ -69,7 +73,9 @@ def from_numpy(a: np.ndarray) -> Tensor:
     return Tensor._make(B.copy(B.from_numpy(host)), ad)
 
 
-def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any) -> Tensor:
+def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any,
+         device: Any = None) -> Tensor:
+    check_device(device)
     ad = _backend_state.default_autodiff()
     s = shape_arg(shape)
     if any(d < 0 for d in s):
@@ -90,20 +96,24 @@ def _new(shape: tuple[Any, ...], dtype: Any, requires_grad: bool, fill: Any) -> 
     return t
 
 
-def empty(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return _new(shape, dtype, requires_grad, None)
+def empty(*shape: Any, dtype: Any = None, requires_grad: bool = False,
+          device: Any = None) -> Tensor:
+    return _new(shape, dtype, requires_grad, None, device)
 
 
-def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return _new(shape, dtype, requires_grad, 0)
+def zeros(*shape: Any, dtype: Any = None, requires_grad: bool = False,
+          device: Any = None) -> Tensor:
+    return _new(shape, dtype, requires_grad, 0, device)
 
 
-def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return _new(shape, dtype, requires_grad, 1)
+def ones(*shape: Any, dtype: Any = None, requires_grad: bool = False,
+         device: Any = None) -> Tensor:
+    return _new(shape, dtype, requires_grad, 1, device)
 
 
 def full(shape: Sequence[int], fill_value: Any, dtype: Any = None,
-         requires_grad: bool = False) -> Tensor:
+         requires_grad: bool = False, *, device: Any = None) -> Tensor:
+    check_device(device)
     if dtype is None:
         # PyTorch's torch.full: a bool fill gives bool, an integer (Python or numpy)
         # int64, anything else (a float, a numpy float of any width, np.bool_) float32
@@ -118,12 +128,38 @@ def full(shape: Sequence[int], fill_value: Any, dtype: Any = None,
     return _new((tuple(shape),), dtype, requires_grad, fill_value)
 
 
-def zeros_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype)
+def _like(t: Any, name: str) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name}(): argument 'input' must be a Tensor, not {type(t).__name__}")
+    return t
 
 
-def ones_like(t: Tensor, dtype: Any = None) -> Tensor:
-    return ones(t.shape, dtype=t.dtype if dtype is None else dtype)
+def zeros_like(t: Tensor, dtype: Any = None, *, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    t = _like(t, "zeros_like")
+    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype, device=device,
+                 requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype: Any = None, *, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    t = _like(t, "ones_like")
+    return ones(t.shape, dtype=t.dtype if dtype is None else dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, dtype: Any = None, *, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    t = _like(t, "empty_like")
+    return empty(t.shape, dtype=t.dtype if dtype is None else dtype, device=device,
+                 requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value: Any, dtype: Any = None, *, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    t = _like(t, "full_like")
+    return full(t.shape, fill_value, dtype=t.dtype if dtype is None else dtype,
+                device=device, requires_grad=requires_grad)
 
 
 def _arange_number(v: Any, name: str) -> int | float:
@@ -141,7 +177,8 @@ def _arange_number(v: Any, name: str) -> int | float:
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, *, device: Any = None) -> Tensor:
+    check_device(device)
     if end is None:
         start, end = 0, start
     # numbers only: numpy would take sequences elementwise (object arithmetic, and a
@@ -197,26 +234,57 @@ def _rng(seed: int | None, generator: Generator | None) -> np.random.Generator:
 
 
 def _random(kind: str, shape: tuple[Any, ...], dtype: Any, requires_grad: bool,
-            seed: int | None, generator: Generator | None) -> Tensor:
+            seed: int | None, generator: Generator | None, device: Any = None) -> Tensor:
+    check_device(device)
     s = shape_arg(shape)
     dt = check_dtype(float32 if dtype is None else dtype)
     if dt.kind != "f":
         raise TypeError(f"{kind}: dtype must be floating point, got {dt}")
     rng = _rng(seed, generator)
-    a = rng.random(s, dtype=dt) if kind == "rand" else rng.standard_normal(s, dtype=dt)
+    uniform = kind in ("rand", "rand_like")
+    a = rng.random(s, dtype=dt) if uniform else rng.standard_normal(s, dtype=dt)
     return tensor(a, requires_grad=requires_grad)
 
 
 def rand(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int | None = None,
-         generator: Generator | None = None) -> Tensor:
+         generator: Generator | None = None, device: Any = None) -> Tensor:
     """Uniform samples in [0, 1)."""
-    return _random("rand", shape, dtype, requires_grad, seed, generator)
+    return _random("rand", shape, dtype, requires_grad, seed, generator, device)
 
 
 def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int | None = None,
-          generator: Generator | None = None) -> Tensor:
+          generator: Generator | None = None, device: Any = None) -> Tensor:
     """Standard normal samples."""
-    return _random("randn", shape, dtype, requires_grad, seed, generator)
+    return _random("randn", shape, dtype, requires_grad, seed, generator, device)
+
+
+def rand_like(t: Tensor, dtype: Any = None, *, device: Any = None,
+              requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Uniform samples in [0, 1) of ``t``'s shape (and dtype unless given)."""
+    t = _like(t, "rand_like")
+    return _random("rand_like", t.shape, t.dtype if dtype is None else dtype, requires_grad,
+                   None, generator, device)
+
+
+def randn_like(t: Tensor, dtype: Any = None, *, device: Any = None,
+               requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
+    """Standard normal samples of ``t``'s shape (and dtype unless given)."""
+    t = _like(t, "randn_like")
+    return _random("randn_like", t.shape, t.dtype if dtype is None else dtype, requires_grad,
+                   None, generator, device)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``torch.as_tensor``: ``data`` itself when it is a tensor of ``dtype`` (cast
+    otherwise), a tensor sharing a numpy array's memory when the dtype allows
+    (``from_numpy``), else a copy (``rtx.tensor``)."""
+    check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or np.dtype(dtype) == data.dtype) \
+            and data.dtype in SUPPORTED_DTYPES:
+        return from_numpy(data)
+    return tensor(data, dtype)
 
 
 def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> Tensor:
@@ -237,8 +305,7 @@ def from_dlpack(obj: Any, *, device: Any = None, copy: bool | None = None) -> Te
             f"rtx.from_dlpack expects an object with __dlpack__ (a numpy array, torch tensor, "
             f"jax array, ...), got {type(obj).__name__}"
         )
-    if device is not None and str(device) != "cpu":
-        raise ValueError(f"rtx.from_dlpack: rtx tensors live on the CPU, got device={device!r}")
+    check_device(device)
     if copy is not None and not isinstance(copy, bool):
         raise TypeError(f"copy must be True, False or None, got {copy!r}")
     kwargs: dict[str, Any] = {}

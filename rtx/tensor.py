@@ -23,6 +23,7 @@ from ._autodiff.grad_mode import is_grad_enabled
 from ._autodiff.graph import Node, OutputEdge
 from ._autodiff.ops import OPS as _OPS
 from ._backend_state import autodiff_of_class
+from ._device import CPU, check_device, device, is_device_like, unavailable
 from ._dtypes import (
     I64_MAX,
     I64_MIN,
@@ -251,13 +252,38 @@ class Tensor(TensorFaces):
         return self
 
     # --------------------------------------------------------- elementwise
-    def to(self, dtype: Any) -> Tensor:
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """PyTorch's ``to``: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        ``to(other)`` (its dtype), keywords ``dtype=``, ``device=``,
+        ``non_blocking=`` (ignored), ``copy=`` (a new tensor even when nothing
+        changes).  The device is always the CPU (``"cpu"``, ``"cpu:0"``,
+        ``rtx.device("cpu")``); any other is a RuntimeError."""
+        dtype, copy = parse_to("Tensor.to", args, kwargs)
+        if dtype is None:
+            return self.clone() if copy else self
         dt = check_dtype(dtype)
         if dt == self.dtype:
-            return self
+            return self.clone() if copy else self
         if self._rg and dt.kind != "f":
             return Tensor._make(self._ad.inner.cast(self._value, dt), self._ad)
         return self._ad.apply(_OPS["cast"], self, dtype=dt)
+
+    @property
+    def device(self) -> device:
+        """``device(type='cpu')``: rtx tensors live in host memory."""
+        return CPU
+
+    @property
+    def is_cuda(self) -> builtins.bool:
+        return False
+
+    def cpu(self) -> Tensor:
+        """``self`` (rtx tensors are on the CPU already, as ``torch.Tensor.cpu``)."""
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Always a RuntimeError: rtx runs on CPUs only."""
+        raise unavailable("cuda")
 
     def float(self) -> Tensor:
         return self.to(float32)
@@ -637,6 +663,49 @@ def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
     if a._ad is not b._ad:
         raise TypeError("matmul: tensors live on different backends")
     return a._ad.apply(_OPS["matmul"], a, b)
+
+
+def parse_to(where: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:
+    """The arguments of ``Tensor.to`` / ``Module.to`` (PyTorch's forms) -> ``(dtype or
+    None, copy)``; the device is checked (RuntimeError for any but the CPU) and
+    ``non_blocking`` / ``memory_format`` are accepted and ignored."""
+    kw = dict(kwargs)
+    dtype = kw.pop("dtype", None)
+    dev = kw.pop("device", None)
+    non_blocking = kw.pop("non_blocking", False)
+    copy = kw.pop("copy", False)
+    kw.pop("memory_format", None)
+    if kw:
+        raise TypeError(f"{where}() got an unexpected keyword argument {next(iter(kw))!r}")
+    rest = list(args)
+    if rest:
+        first = rest[0]
+        if isinstance(first, Tensor):
+            if dtype is not None:
+                raise TypeError(f"{where}(): pass a tensor or dtype=, not both")
+            dtype = first.dtype
+            rest.pop(0)
+        elif is_device_like(first) or (isinstance(first, int)
+                                       and not isinstance(first, builtins.bool)):
+            if dev is not None:
+                raise TypeError(f"{where}(): device given twice")
+            dev = first
+            rest.pop(0)
+    if rest and not isinstance(rest[0], builtins.bool):
+        if dtype is not None:
+            raise TypeError(f"{where}(): dtype given twice")
+        dtype = rest.pop(0)
+    if len(rest) > 2 or not all(isinstance(b, builtins.bool) for b in rest):
+        raise TypeError(f"{where}(): unexpected arguments {tuple(rest)!r} (expected "
+                        "device, dtype, non_blocking, copy)")
+    if rest:
+        non_blocking = rest[0]
+    if len(rest) == 2:
+        copy = rest[1]
+    del non_blocking
+    if dev is not None:
+        check_device(dev)
+    return dtype, builtins.bool(copy)
 
 
 def as_tensor(data: Any, ad: Autodiff, dtype: Any = None) -> Tensor:

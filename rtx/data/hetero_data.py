@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .._device import check_device
 from ..backend.index_plan import EdgeIndex
 from ..creation import from_numpy
 from ..serialization import load as _load
@@ -455,7 +456,7 @@ class HeteroData:
 
     def to(self, device: Any, *args: Any, **kwargs: Any) -> HeteroData:
         """rtx runs on CPUs: ``to("cpu")`` returns ``self``; any other device is an error."""
-        _check_cpu(device)
+        check_device(device)
         return self
 
     def cpu(self) -> HeteroData:
@@ -653,13 +654,6 @@ def _item_repr(k: str, v: Any) -> str:
 
 def _body(mapping: Mapping[str, Any]) -> str:
     return ", ".join(_item_repr(k, v) for k, v in mapping.items())
-
-
-def _check_cpu(device: Any) -> None:
-    name = str(device) if device is not None else "cpu"
-    if name.split(":")[0] != "cpu":
-        raise ValueError(f"rtx runs on CPUs only: device {name!r} is not available "
-                         "(use 'cpu')")
 
 
 def _check_finite(a: np.ndarray, what: str) -> None:

@@ -12,9 +12,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._device import unavailable
 from .._dtypes import check_dtype, dtype_name
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, parse_to
 from .parameter import Parameter
 
 
@@ -294,11 +295,18 @@ class Module:
                     p.grad.zero_()
 
     # -------------------------------------------------------------- dtype
-    def to(self, dtype: Any) -> Module:
-        """Cast every floating point parameter and buffer to ``dtype`` (a float
-        dtype), in place: the Parameter objects stay the same objects (create
-        the optimiser after this, as in PyTorch, or re-create it: its state is
-        not converted)."""
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """PyTorch's ``Module.to``: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
+        ``to(tensor)``, keywords ``device=`` / ``dtype=`` / ``non_blocking=``.
+
+        The device is always the CPU (``"cpu"``, ``"cpu:0"``, ``rtx.device("cpu")``;
+        any other is a RuntimeError: rtx runs on CPUs only).  A dtype (a float
+        dtype) casts every floating point parameter and buffer, in place: the
+        Parameter objects stay the same objects (create the optimiser after this,
+        as in PyTorch, or re-create it: its state is not converted)."""
+        dtype, _ = parse_to("Module.to", args, kwargs)
+        if dtype is None:
+            return self
         dt = check_dtype(dtype)
         if dt.kind != "f":
             raise TypeError(
@@ -317,6 +325,14 @@ class Module:
                 if b is not None and b.dtype.kind == "f" and b.dtype != dt:
                     m._buffers[name] = b.detach().to(dt)
         return self
+
+    def cpu(self) -> Module:
+        """``self``: rtx modules live on the CPU."""
+        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        """Always a RuntimeError: rtx runs on CPUs only."""
+        raise unavailable("cuda" if device is None else f"cuda:{device}")
 
     def float(self) -> Module:
         return self.to(np.float32)
