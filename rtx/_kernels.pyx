@@ -24,6 +24,8 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_sample.pxi``   heterogeneous neighbour sampling (rtx.loader)
 - ``_dlpack.pxi``   DLPack import/export
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
+- ``_loss.pxi``     fused binary cross-entropy from logits
+- ``_negative.pxi`` negative sampling of non-edges (rtx.utils.negative_sampling)
 """
 
 from cython.parallel cimport prange
@@ -40,3 +42,5 @@ include "_message.pxi"
 include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"
+include "_loss.pxi"
+include "_negative.pxi"

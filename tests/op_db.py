@@ -249,6 +249,38 @@ def _segment_min_ref(src: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _bce_logits_ref(x: np.ndarray, y: np.ndarray, weight: Any = None, pos_weight: Any = None,
+                    reduction: str = "mean") -> np.ndarray:
+    p = 1.0 if pos_weight is None else pos_weight
+    loss = p * y * np.logaddexp(0, -x) + (1 - y) * np.logaddexp(0, x)   # -log sigmoid, ...
+    if weight is not None:
+        loss = loss * weight
+    if reduction == "none":
+        return loss.astype(x.dtype)
+    total = loss.sum()
+    return np.asarray(total if reduction == "sum" else total / loss.size if loss.size
+                      else np.nan, x.dtype)
+
+
+def _bce_logits_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def r(*shape: int, lo: float = -4.0, hi: float = 4.0) -> np.ndarray:
+        return rng.uniform(lo, hi, shape).astype(dtype)
+    big = np.array([-60.0, -20.0, -0.0, 0.0, 20.0, 60.0], dtype)   # stable at both ends
+    return [
+        Sample((r(5), r(5, lo=0, hi=1))),
+        Sample((r(3, 4), r(3, 4, lo=0, hi=1)), {"reduction": "sum"}),
+        Sample((r(3, 4), r(3, 4, lo=0, hi=1), r(4, lo=0.2, hi=2)), {"reduction": "none"}),
+        Sample((r(3, 4), r(3, 4, lo=0, hi=1), None, r(4, lo=0.2, hi=3))),      # pos_weight [C]
+        Sample((r(2, 3, 2), r(2, 3, 2, lo=0, hi=1), r(3, 1, lo=0.2, hi=2), r(2, lo=0.2, hi=3)),
+               {"reduction": "none"}),
+        Sample((r(2, 3), (r(2, 3) > 0).astype(dtype), r(2, 3, lo=0.2, hi=2),
+                r(2, 3, lo=0.2, hi=3)), {"reduction": "sum"}),
+        Sample((big, np.array([1, 0, 1, 0, 1, 0], dtype)), {"reduction": "none"}, grad=False),
+        Sample((r(0, 3), r(0, 3)), {"reduction": "sum"}),
+        Sample((r(0, 3), r(0, 3)), grad=False),       # the mean of nothing: NaN, as PyTorch
+    ]
+
+
 def _segment_min_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
     def distinct(*shape: int) -> np.ndarray:   # tie-free: the gradient is defined
         n = int(np.prod(shape))
@@ -483,6 +515,27 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.cross_entropy_backward(
                f(X), B.cross_entropy_forward(f(X), IDX)[1], IDX,
                f(np.array([0.5, 0.0, 2.0])))),
+    OpInfo("binary_cross_entropy_with_logits", "loss", kind="sampled",
+           call=lambda x, y, w=None, pw=None, **kw:  # weight, pos_weight as the samples give them
+           rtx.nn.functional.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw, **kw),
+           ref=_bce_logits_ref,
+           samples=_bce_logits_samples,
+           errors=(_E("shape", lambda t: rtx.nn.functional.binary_cross_entropy_with_logits(
+                       t, t[0]), ValueError, "Target size"),
+                   _E("int", lambda t: rtx.nn.functional.binary_cross_entropy_with_logits(
+                       t.long(), t), TypeError, "floating point"),
+                   _E("weight", lambda t: rtx.nn.functional.binary_cross_entropy_with_logits(
+                       t, t, weight=rtx.ones(4)), ValueError, "broadcast"),
+                   _E("reduction", lambda t: rtx.nn.functional.binary_cross_entropy_with_logits(
+                       t, t, reduction="avg"), ValueError, "reduction"))),
+    OpInfo("bce_with_logits_forward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.concat(
+               [B.bce_with_logits_forward(f(X - 1.5), f(X / 2.5), None),
+                B.bce_with_logits_forward(f(X - 1.5), f(X / 2.5), f(X))], 0)),
+    OpInfo("bce_with_logits_backward", "loss", differentiable=False,
+           backend_call=lambda B, f: B.concat(
+               [*B.bce_with_logits_backward(f(X - 1.5), f(X / 2.5), f(X), f(X - 1), True, True),
+                B.bce_with_logits_backward(f(X - 1.5), f(X / 2.5), None, f(X - 1))[0]], 0)),
     OpInfo("nll_forward", "loss", differentiable=False,
            backend_call=lambda B, f: B.nll_forward(f(X), IDX)),
     OpInfo("nll_backward", "loss", differentiable=False,

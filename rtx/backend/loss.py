@@ -12,6 +12,13 @@ OpenMP kernel measured 3x slower, see docs/nn.md); a backend may override them.
 through ``log(softmax)``; ``stats`` is ``[N, 2]`` = ``(m, l)`` per row, kept for
 the backward.  ``cross_entropy_backward(x, stats, target, scale)``:
 ``(softmax(x) - onehot) * scale[:, None]`` with ``softmax = exp((x - m) - l)``.
+
+``bce_with_logits_forward(x, target, pos_weight)`` / ``bce_with_logits_backward``:
+binary cross-entropy from logits, elementwise, in one stable pass each (the
+OpenMP kernels of ``rtx/_loss.pxi``, on host arrays: every backend gets them):
+``max(x, 0) - x * y + log1p(exp(-|x|))``, or with ``pos_weight`` ``p``
+``p * y * softplus(-x) + (1 - y) * softplus(x)``.  ``x``, ``target`` and
+``pos_weight`` (or None) have one shape and one float dtype.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import bce_logits_backward, bce_logits_forward
+from .._threads import get_num_threads
 from ._family import Family
 from ._host import contiguous
 from .index import check_bounds
@@ -70,6 +79,46 @@ def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarr
     return g
 
 
+def _flat(a: Any, dtype: np.dtype, what: str, shape: tuple[int, ...]) -> np.ndarray:
+    h = np.asarray(a)
+    if h.shape != shape or h.dtype != dtype:
+        raise ValueError(f"bce_with_logits: {what} must be {dtype} of shape {shape}, got "
+                         f"{h.dtype} of shape {h.shape}")
+    return np.ascontiguousarray(h).reshape(-1)
+
+
+def np_bce_with_logits_forward(x: np.ndarray, y: np.ndarray, pw: np.ndarray | None
+                               ) -> np.ndarray:
+    shape, dt = x.shape, x.dtype
+    if dt.kind != "f":
+        raise TypeError(f"bce_with_logits: expected float input, got {dt}")
+    xf, yf = _flat(x, dt, "input", shape), _flat(y, dt, "target", shape)
+    pf = np.empty(0, dt) if pw is None else _flat(pw, dt, "pos_weight", shape)
+    out = np.empty(xf.shape[0], dt)
+    bce_logits_forward(xf, yf, pf, out, get_num_threads())
+    return out.reshape(shape)
+
+
+def np_bce_with_logits_backward(x: np.ndarray, y: np.ndarray, pw: np.ndarray | None,
+                                g: np.ndarray, need_target: bool, need_pos_weight: bool
+                                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    shape, dt = x.shape, x.dtype
+    if dt.kind != "f":
+        raise TypeError(f"bce_with_logits: expected float input, got {dt}")
+    if need_pos_weight and pw is None:
+        raise ValueError("bce_with_logits_backward: no pos_weight to differentiate")
+    xf, yf, gf = (_flat(x, dt, "input", shape), _flat(y, dt, "target", shape),
+                  _flat(g, dt, "grad", shape))
+    pf = np.empty(0, dt) if pw is None else _flat(pw, dt, "pos_weight", shape)
+    n = xf.shape[0]
+    gx = np.empty(n, dt)
+    gy = np.empty(n if need_target else 0, dt)
+    gp = np.empty(n if need_pos_weight else 0, dt)
+    bce_logits_backward(xf, yf, pf, gf, gx, gy, gp, get_num_threads())
+    return (gx.reshape(shape), gy.reshape(shape) if need_target else None,
+            gp.reshape(shape) if need_pos_weight else None)
+
+
 def np_nll_forward(x: np.ndarray, target: np.ndarray) -> np.ndarray:
     return np.negative(x[np.arange(x.shape[0]), target])
 
@@ -103,3 +152,21 @@ class LossOps(Family):
         dt = np.dtype(self.dtype(scale))  # type: ignore[attr-defined]
         target = check_rows_target(tuple(shape), target, "nll_backward")
         return self._host(lambda s: np_nll_backward(s, target, shape, dt), scale)
+
+    def bce_with_logits_forward(self, x: Any, target: Any, pos_weight: Any = None) -> Any:
+        h = self._h
+        loss = np_bce_with_logits_forward(h(x), h(target),
+                                          None if pos_weight is None else h(pos_weight))
+        return self.from_numpy(contiguous(loss))  # type: ignore[attr-defined]
+
+    def bce_with_logits_backward(self, x: Any, target: Any, pos_weight: Any, grad: Any,
+                                 need_target: bool = False, need_pos_weight: bool = False
+                                 ) -> tuple[Any, Any, Any]:
+        """``(d/dx, d/dtarget or None, d/dpos_weight or None)`` times ``grad``
+        (elementwise, all of ``x``'s shape)."""
+        h = self._h
+        outs = np_bce_with_logits_backward(h(x), h(target),
+                                           None if pos_weight is None else h(pos_weight),
+                                           h(grad), need_target, need_pos_weight)
+        fn = self.from_numpy  # type: ignore[attr-defined]
+        return tuple(None if o is None else fn(contiguous(o)) for o in outs)  # type: ignore[return-value]

@@ -738,7 +738,7 @@ class LinkNeighborLoader(_Loader):
                                                                            np.ndarray]:
         n_src, n_dst = self._sizes
         avail = self._population - int(self._existing.shape[0])
-        codes = _sample_codes(self._existing, self._population, min(k, avail), "sparse", rng)
+        codes = _sample_codes(self._existing, self._population, min(k, avail), rng)
         return _decode(codes, n_src, n_dst, not self._same, False)
 
     def _negatives_triplet(self, src: np.ndarray, amount: int,

@@ -6,7 +6,7 @@ from .containers import ModuleDict, ModuleList, Sequential
 from .conv import GATConv, HeteroConv, HGTConv, SimpleHGNConv
 from .dropout import Dropout
 from .linear import Linear
-from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .models import HGT, HetGAT, SimpleHGN
 from .module import IncompatibleKeys, Module
 from .parameter import Parameter
@@ -19,4 +19,5 @@ __all__ = [
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
     "GATConv", "HGTConv", "HeteroConv", "HGT", "HetGAT", "SimpleHGN", "SimpleHGNConv",
     "Embedding",  # rtx/nn/sparse.py
+    "BCEWithLogitsLoss",
 ]

@@ -233,5 +233,68 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None,
     return out
 
 
-__all__ = ["cross_entropy", "dropout", "embedding", "l1_loss", "mse_loss", "nll_loss",
-           *_faces.__all__]
+def _legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
+    """PyTorch's ``size_average`` / ``reduce`` (deprecated there too) as a reduction."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  "reduction='none' / 'sum' / 'mean' instead.", UserWarning, stacklevel=3)
+    if reduce is not None and not reduce:
+        return "none"
+    return "sum" if size_average is not None and not size_average else "mean"
+
+
+def _like_input(x: Tensor, v: Any, what: str) -> Tensor:
+    """``v`` as a tensor of ``x``'s dtype on ``x``'s backend, broadcastable to ``x``."""
+    t = v if isinstance(v, Tensor) else as_tensor(v, x._ad, x.dtype)
+    if t.dtype.kind not in "biuf":
+        raise TypeError(f"binary_cross_entropy_with_logits(): {what} must be numeric, got "
+                        f"{t.dtype}")
+    if t.dtype != x.dtype:
+        t = t.to(x.dtype)
+    try:
+        full = np.broadcast_shapes(t.shape, x.shape)
+    except ValueError:
+        full = None
+    if full != x.shape:
+        raise ValueError(f"binary_cross_entropy_with_logits(): {what} of size "
+                         f"{_size(t.shape)} cannot be broadcast to the input size "
+                         f"{_size(x.shape)}")
+    return t
+
+
+def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None,
+                                     size_average: bool | None = None,
+                                     reduce: bool | None = None, reduction: str = "mean",
+                                     pos_weight: Any = None) -> Tensor:
+    """Binary cross-entropy of logits ``input`` against probabilities ``target``
+    (PyTorch's semantics): per element
+    ``-w * [p * y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x))]``.
+
+    ``target`` has ``input``'s shape (ValueError otherwise, as in PyTorch);
+    ``weight`` (rescales each element) and ``pos_weight`` (weighs the positive
+    term; a ``[C]`` tensor weighs the classes along the last dim) broadcast to
+    it.  ``reduction``: ``"mean"`` (default; NaN for an empty input), ``"sum"``
+    or ``"none"``; ``size_average`` / ``reduce`` are PyTorch's deprecated forms of
+    it.  One fused, stable node (``max(x, 0) - x y + log1p(exp(-|x|))``, never
+    ``log(sigmoid(x))``): the gradient is ``w * (sigmoid(x) - y)``; the target,
+    ``weight`` and ``pos_weight`` are differentiable too.
+    """
+    reduction = _check_reduction(_legacy_reduction(size_average, reduce, reduction))
+    x = _t(input)
+    if x.dtype.kind != "f":
+        raise TypeError(f"binary_cross_entropy_with_logits(): input must be a floating "
+                        f"point tensor, got {x.dtype}")
+    y = target if isinstance(target, Tensor) else as_tensor(target, x._ad, x.dtype)
+    if y.shape != x.shape:
+        raise ValueError(f"Target size ({_size(y.shape)}) must be the same as input size "
+                         f"({_size(x.shape)})")
+    y = _like_input(x, y, "target")
+    w = None if weight is None else _like_input(x, weight, "weight")
+    pw = None if pos_weight is None else _like_input(x, pos_weight, "pos_weight")
+    return x._ad.apply(OPS["binary_cross_entropy_with_logits"], x, y, w, pw,
+                       reduction=reduction)
+
+
+__all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "dropout", "embedding",
+           "l1_loss", "mse_loss", "nll_loss", *_faces.__all__]

@@ -3,11 +3,14 @@
 Pairs are encoded as integers in ``[0, population)`` -- ``src * n_dst + dst``
 for bipartite sizes, ``src * (N - 1) + dst'`` (self-loops left out) for one node
 type, the index in the strict upper triangle with ``force_undirected`` -- and
-drawn uniformly without replacement by vectorised rejection sampling against
-the sorted codes of the existing edges.  When the request is more than half of
-what is left (a dense graph, or asking for nearly every non-edge) the
-complement is enumerated instead and a uniform subset taken, so the result
-always has ``min(num_neg_samples, available)`` pairs and never an existing edge.
+drawn uniformly without replacement by a native nogil kernel
+(``rtx._kernels.negative_codes``, ``rtx/_negative.pxi``): rejection sampling
+against the sorted codes of the existing edges with a hash set of the chosen
+ones or, when the request is more than half of what is left (a dense graph, or
+asking for nearly every non-edge), one selection pass over the complement, so
+the result always has ``min(num_neg_samples, available)`` pairs, distinct, and
+never an existing edge.  Encoding, deduplicating the edges and decoding are
+vectorised numpy.
 """
 
 from __future__ import annotations
@@ -18,14 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import negative_codes
 from ..creation import Generator, _rng, from_numpy
 from ..tensor import Tensor
 
 __all__ = ["negative_sampling"]
 
 _MAX_POPULATION = 2**62          # pair codes must fit in int64 with room to spare
-_DENSE_MASK_LIMIT = 2**31        # method="dense": one bool per pair, at most 2 GiB
-_MAX_ROUNDS = 64                 # rejection rounds before enumerating the complement
 
 
 def _as_edge_index(edge_index: Any) -> np.ndarray:
@@ -100,56 +102,16 @@ def _decode(code: np.ndarray, n_src: int, n_dst: int, bipartite: bool,
     return row, col + (col >= row)
 
 
-def _sample_codes(existing: np.ndarray, population: int, k: int, method: str,
+def _sample_codes(existing: np.ndarray, population: int, k: int,
                   rng: np.random.Generator) -> np.ndarray:
     """``k`` distinct codes in ``[0, population)`` outside the sorted unique
-    ``existing``, uniformly at random (``k <= population - len(existing)``)."""
-    avail = population - existing.size
-    if k == 0:
-        return np.empty(0, dtype=np.int64)
-    if 2 * k > avail:  # most of the complement is wanted: enumerate it (O(k + E) memory)
-        free = np.ones(population, dtype=bool)
-        free[existing] = False
-        return rng.choice(np.flatnonzero(free), size=k, replace=False, shuffle=True)
-    mask = None
-    if method == "dense":
-        mask = np.ones(population, dtype=bool)
-        mask[existing] = False
-    got: list[np.ndarray] = []
-    have = 0
-    taken = np.empty(0, dtype=np.int64)  # sorted codes already chosen
-    for _ in range(_MAX_ROUNDS):
-        need = k - have
-        left = avail - have
-        m = int(math.ceil(need * population / left * 1.1)) + 16
-        cand = rng.integers(0, population, size=m, dtype=np.int64)
-        if mask is not None:
-            cand = cand[mask[cand]]
-        elif existing.size:
-            pos = np.searchsorted(existing, cand)
-            hit = existing[np.minimum(pos, existing.size - 1)] == cand
-            cand = cand[~hit]
-        # the first draw of each code, in draw order, not already taken
-        _, first = np.unique(cand, return_index=True)
-        cand = cand[np.sort(first)]
-        if taken.size:
-            pos = np.searchsorted(taken, cand)
-            hit = taken[np.minimum(pos, taken.size - 1)] == cand
-            cand = cand[~hit]
-        cand = cand[:need]
-        if mask is not None:
-            mask[cand] = False
-        got.append(cand)
-        have += cand.size
-        if have == k:
-            return np.concatenate(got)
-        taken = np.sort(np.concatenate(got))
-    # not reached in practice (each round expects 1.1x what is missing); stay exact
-    free = np.ones(population, dtype=bool)
-    free[existing] = False
-    free[taken] = False
-    rest = rng.choice(np.flatnonzero(free), size=k - have, replace=False, shuffle=True)
-    return np.concatenate([*got, rest])
+    ``existing``, uniformly at random (``k <= population - len(existing)``): the
+    native kernel (``rtx/_negative.pxi``: rejection against ``existing`` and a hash
+    set of the chosen, or a selection pass over the complement when most of it is
+    wanted), seeded by one 64-bit draw from ``rng``."""
+    seed = int(rng.integers(0, 2**63, dtype=np.int64))
+    return negative_codes(np.ascontiguousarray(existing, dtype=np.int64), population, k,
+                          seed)
 
 
 def negative_sampling_numpy(edge_index: Any, num_nodes: Any = None,
@@ -189,12 +151,9 @@ def negative_sampling_numpy(edge_index: Any, num_nodes: Any = None,
     codes, population = _encode(ei[0], ei[1], n_src, n_dst, bipartite, undirected)
     existing = np.unique(codes)
     k = min(k, population - existing.size)
-    if method == "dense" and population > _DENSE_MASK_LIMIT:
-        raise MemoryError(f"negative_sampling(method='dense') needs one byte per node pair "
-                          f"({population} pairs); use method='sparse'")
     if rng is None:
         rng = _rng(None, None)
-    chosen = _sample_codes(existing, population, k, method, rng)
+    chosen = _sample_codes(existing, population, k, rng)
     row, col = _decode(chosen, n_src, n_dst, bipartite, undirected)
     if undirected:
         row, col = np.concatenate([row, col]), np.concatenate([col, row])
@@ -215,8 +174,9 @@ def negative_sampling(edge_index: Any, num_nodes: int | tuple[int, int] | None =
             means ``edge_index.max() + 1``.
         num_neg_samples: how many pairs (``None``: ``E``; a float: that ratio of
             ``E``).  Fewer come back only when fewer non-edges exist.
-        method: ``"sparse"`` (membership by binary search) or ``"dense"`` (a mask
-            with one byte per pair); for the same seed both return the same pairs.
+        method: ``"sparse"`` or ``"dense"`` (PyG's names; both run the same native
+            sampler, which needs no per-pair mask, and return the same pairs for one
+            seed).
         force_undirected: sample unordered pairs ``{u, v}`` (``num_neg_samples // 2``
             of them) and return each in both directions; a pair counts as an edge
             when either direction is one.  Ignored for bipartite sizes (as PyG).

@@ -1,4 +1,5 @@
-"""Fused loss ops: ``cross_entropy`` (from logits) and ``nll_loss``.
+"""Fused loss ops: ``cross_entropy`` (from logits), ``nll_loss`` and
+``binary_cross_entropy_with_logits``.
 
 Each is ONE recorded node whose forward computes the per-row losses in one
 backend call (``B.cross_entropy_forward``: a stable log-sum-exp per row) and
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Op
+from .base import Op, unbroadcast
 
 
 def _reduce(ctx, B, rows, w, reduction, denom):
@@ -74,3 +75,55 @@ class NllLoss(Op):
     @staticmethod
     def backward(ctx, B, g):
         return B.nll_backward(_row_scale(ctx, B, g), ctx.target, ctx.shape), None, None
+
+
+class BinaryCrossEntropyWithLogits(Op):
+    """``binary_cross_entropy_with_logits``: ONE node, the elementwise loss in one
+    stable backend pass (``B.bce_with_logits_forward``: ``max(x, 0) - x y +
+    log1p(exp(-|x|))``, or the ``pos_weight`` form), weighted and reduced; the
+    backward one pass too (``sigmoid(x) - y`` and, when asked, the target's and
+    ``pos_weight``'s derivatives).
+
+    Inputs (prepared and validated by ``rtx.nn.functional``): ``x`` and ``y`` of
+    one shape and float dtype; ``w`` (``weight``) and ``pw`` (``pos_weight``) None
+    or of that dtype and broadcastable to ``x``'s shape; every input differentiable,
+    as in PyTorch.  ``reduction`` in none/sum/mean (the mean of nothing is NaN)."""
+
+    name = "binary_cross_entropy_with_logits"
+    fresh_grads = True
+    saves = (0, 1, 2, 3)  # the logits, targets, weight and pos_weight
+
+    @staticmethod
+    def forward(ctx, B, x, y, w, pw, reduction="mean"):
+        shape = tuple(B.shape(x))
+        pwf = None if pw is None else B.broadcast_to(pw, shape)
+        rows = B.bce_with_logits_forward(x, y, pwf)
+        ctx.x, ctx.y, ctx.w, ctx.pw, ctx.pwf, ctx.rows = x, y, w, pw, pwf, rows
+        ctx.reduction, ctx.shape = reduction, shape
+        out = rows if w is None else B.mul(rows, w)
+        if reduction == "none":
+            return out
+        s = B.sum(out)
+        if reduction == "sum":
+            return s
+        n = math.prod(shape)
+        return B.div(s, n) if n else B.mul(s, math.nan)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        shape, w, pw = ctx.shape, ctx.w, ctx.pw
+        if ctx.reduction != "none":
+            n = math.prod(shape)
+            if ctx.reduction == "mean" and n:
+                g = B.div(g, n)
+            g = B.broadcast_to(g, shape)
+        gl = g if w is None else B.mul(g, w)
+        need = ctx.needs_input_grad
+        gx, gy, gp = B.bce_with_logits_backward(ctx.x, ctx.y, ctx.pwf, gl, need[1],
+                                                pw is not None and need[3])
+        gw = None
+        if w is not None and need[2]:
+            gw = unbroadcast(B, B.mul(ctx.rows, g), tuple(B.shape(w)))
+        if gp is not None:
+            gp = unbroadcast(B, gp, tuple(B.shape(pw)))
+        return gx, gy, gw, gp
