@@ -70,7 +70,14 @@ from . import data, datasets, loader, metrics, nn, optim, transforms, utils  # n
 
 # PyTorch's device habits (issue 20): rtx.device("cpu"), rtx.cuda.is_available() -> False
 from ._device import device  # noqa: E402
-from .creation import as_tensor, empty_like, full_like, rand_like, randn_like  # noqa: E402
+from .creation import (  # noqa: E402
+    as_tensor,
+    empty_like,
+    full_like,
+    rand_like,
+    randint,
+    randn_like,
+)
 
 __all__ = [
     "Backend", "CpuBackend", "EdgeIndex", "Generator", "IndexPlan", "MinimalBackend", "Storage",
@@ -83,7 +90,8 @@ __all__ = [
     "set_grad_enabled", "set_num_threads", "show_config", "stack", "tensor", "transpose",
     "use_backend", "where", "zeros", "zeros_like",
     "data", "datasets", "load", "loader", "metrics", "nn", "save", "transforms", "utils",
-    "as_tensor", "cuda", "device", "empty_like", "full_like", "rand_like", "randn_like",
+    "as_tensor", "cuda", "device", "empty_like", "full_like", "rand_like", "randint",
+    "randn_like",
     # the declared ops' functions (add, relu, segment_softmax, ...): rtx/_faces.py
     *_face_names,
 ]

@@ -258,6 +258,31 @@ def randn(*shape: Any, dtype: Any = None, requires_grad: bool = False, seed: int
     return _random("randn", shape, dtype, requires_grad, seed, generator, device)
 
 
+def randint(*args: Any, generator: Generator | None = None, dtype: Any = None,
+            device: Any = None, requires_grad: bool = False, seed: int | None = None) -> Tensor:
+    """``torch.randint``: ``randint(high, size)`` or ``randint(low, high, size)``,
+    integers uniform in ``[low, high)`` (int64 unless ``dtype`` says otherwise)."""
+    check_device(device)
+    if len(args) == 2:
+        low, high, size = 0, args[0], args[1]
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError(f"randint() takes (high, size) or (low, high, size), got {len(args)} "
+                        "positional arguments")
+    for name, v in (("low", low), ("high", high)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"randint(): {name} must be an int, got {v!r}")
+    if not int(low) < int(high):
+        raise ValueError(f"randint(): expected low < high, got low={low}, high={high}")
+    s = shape_arg((tuple(size),) if isinstance(size, (tuple, list)) else (size,))
+    dt = check_dtype(int64 if dtype is None else dtype)
+    if requires_grad and dt.kind != "f":
+        raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+    a = _rng(seed, generator).integers(int(low), int(high), size=s, dtype=np.int64)
+    return tensor(a.astype(dt), requires_grad=requires_grad)
+
+
 def rand_like(t: Tensor, dtype: Any = None, *, device: Any = None,
               requires_grad: bool = False, generator: Generator | None = None) -> Tensor:
     """Uniform samples in [0, 1) of ``t``'s shape (and dtype unless given)."""

@@ -96,6 +96,7 @@ CREATORS = {
     "rand_like": lambda d: rtx.rand_like(rtx.ones(2), device=d),
     "randn_like": lambda d: rtx.randn_like(rtx.ones(2), device=d),
     "as_tensor": lambda d: rtx.as_tensor(np.ones(2), device=d),
+    "randint": lambda d: rtx.randint(0, 5, (3,), device=d),
     "from_dlpack": lambda d: rtx.from_dlpack(np.ones(2), device=d),
 }
 
@@ -226,3 +227,22 @@ def test_heterodata_to_uses_the_same_check():
     assert data.to(rtx.device("cpu")) is data and data.to(torch.device("cpu")) is data
     with pytest.raises(RuntimeError, match="CPU"):
         data.to(torch.device("cuda"))
+
+
+def test_randint_like_torch():
+    a = rtx.randint(10, (4, 5), seed=0)
+    assert a.dtype == np.int64 and a.shape == (4, 5)
+    assert ((a.numpy() >= 0) & (a.numpy() < 10)).all()
+    b = rtx.randint(-3, 3, (1000,), generator=rtx.Generator(1))
+    assert set(b.numpy().tolist()) == {-3, -2, -1, 0, 1, 2}
+    np.testing.assert_array_equal(rtx.randint(5, (6,), seed=2).numpy(),
+                                  rtx.randint(5, (6,), seed=2).numpy())
+    assert rtx.randint(0, 2, 3, dtype=rtx.float64, requires_grad=True).requires_grad
+    with pytest.raises(ValueError, match="low < high"):
+        rtx.randint(3, 3, (2,))
+    with pytest.raises(TypeError, match="positional"):
+        rtx.randint(5)
+    with pytest.raises(TypeError, match="high must be an int"):
+        rtx.randint(0, 2.5, (2,))
+    with pytest.raises(RuntimeError, match="floating point"):
+        rtx.randint(0, 2, (2,), requires_grad=True)
