@@ -602,9 +602,18 @@ class HeteroData:
         return out
 
     @classmethod
-    def from_pyg(cls, data: Any) -> HeteroData:
+    def from_pyg(cls, data: Any, featureless: str | None = None) -> HeteroData:
         """A copy of a ``torch_geometric.data.HeteroData``: tensors become rtx tensors
-        (bool, int32/int64, float32/float64; other integer dtypes become int64)."""
+        (bool, int32/int64, float32/float64; other integer dtypes become int64).
+
+        ``featureless``: what a node type without features ``x`` (PyG's DBLP
+        ``conference``: only ``num_nodes``) becomes: ``None`` (as it is),
+        ``"ids"`` (``node_id = arange(num_nodes)``, int64: PyG's convention for the
+        ids an ``Embedding`` looks up) or ``"one_hot"`` (``x = I``, float32
+        ``[N, N]``, as HGB's code does; MemoryError past 2 GiB)."""
+        if featureless not in (None, "ids", "one_hot"):
+            raise ValueError(f"HeteroData.from_pyg: featureless must be None, 'ids' or "
+                             f"'one_hot', got {featureless!r}")
         pyg = _import("torch_geometric.data", "from_pyg")
         if not isinstance(data, pyg.HeteroData):
             raise TypeError(f"HeteroData.from_pyg expects a torch_geometric.data.HeteroData, "
@@ -624,6 +633,9 @@ class HeteroData:
         for et in data.edge_types:
             for k, v in data[et].items():
                 out[tuple(et)][k] = conv(v)
+        if featureless is not None:
+            for nt in out.node_types:
+                fill_featureless(out[nt], featureless)
         return out
 
     # --------------------------------------------------------------- repr
@@ -643,6 +655,30 @@ class HeteroData:
 
 
 # ------------------------------------------------------------------ helpers
+_ONE_HOT_LIMIT = 2**31      # bytes of one dense one-hot feature matrix [N, N] float32
+
+
+def fill_featureless(store: NodeStore, featureless: str) -> None:
+    """Give a node store without ``x`` its node ids (``"ids"``: ``node_id``) or
+    one-hot features (``"one_hot"``: ``x = I``); a store with ``x`` is left alone.
+    Checked before anything is set (ValueError without a node count, MemoryError
+    for a one-hot matrix past 2 GiB)."""
+    if "x" in store:
+        return
+    n = store.num_nodes
+    if n is None:
+        raise ValueError(f"node type {store.node_type!r} has neither features 'x' nor "
+                         "num_nodes")
+    if featureless == "ids":
+        store.node_id = from_numpy(np.arange(n, dtype=np.int64))
+        return
+    if n * n * 4 > _ONE_HOT_LIMIT:
+        raise MemoryError(f"one-hot features for the {n} nodes of {store.node_type!r} would "
+                          f"take {n * n * 4 / 2**30:.1f} GiB; use featureless='ids' (and an "
+                          "Embedding)")
+    store.x = from_numpy(np.eye(n, dtype=np.float32))
+
+
 def _item_repr(k: str, v: Any) -> str:
     s = _shape(v)
     if s is not None:

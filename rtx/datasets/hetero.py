@@ -310,6 +310,7 @@ def save_hetgraph(data: HeteroGraph, path: str | os.PathLike[str], *,
 
 
 _MASKS = ("train_mask", "val_mask", "test_mask")
+_ONE_HOT_LIMIT = 2**31      # bytes of one dense one-hot feature matrix [N, N] float32
 
 
 def load_hetgraph(path: str | os.PathLike[str], target: str | None = None,
@@ -371,11 +372,25 @@ def load_hetgraph(path: str | os.PathLike[str], target: str | None = None,
         raise ValueError(f"{label}: {exc}") from exc
 
 
-def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> HeteroGraph:
+def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0,
+             featureless: str | None = None) -> HeteroGraph:
     """Convert a ``torch_geometric.data.HeteroData`` (PyG is optional: only this
     function needs it).  ``target`` is the node type holding ``y`` (found
     automatically when exactly one has it); its ``train_mask`` / ``val_mask`` /
-    ``test_mask`` are used when present, else a seeded 60/20/20 split."""
+    ``test_mask`` are used when present, else a seeded 60/20/20 split.
+
+    A ``HeteroGraph`` has features on every node type: a node type without ``x``
+    (PyG's DBLP ``conference``) is a ValueError unless ``featureless="one_hot"``
+    (``x = I``, as HGB's code does).  For node ids instead (the input of an
+    ``Embedding``), convert with ``rtx.data.HeteroData.from_pyg(data,
+    featureless="ids")``, which keeps any node type."""
+    if featureless not in (None, "one_hot", "ids"):
+        raise ValueError(f"from_pyg: featureless must be None or 'one_hot', got "
+                         f"{featureless!r}")
+    if featureless == "ids":
+        raise ValueError("from_pyg: a HeteroGraph has features on every node type; for node "
+                         "ids use rtx.data.HeteroData.from_pyg(data, featureless='ids'), or "
+                         "featureless='one_hot' here")
     try:
         HeteroData = importlib.import_module("torch_geometric.data").HeteroData
     except ImportError as exc:
@@ -393,7 +408,19 @@ def from_pyg(hetero_data: Any, target: str | None = None, seed: int = 0) -> Hete
     for nt in hetero_data.node_types:
         store = hetero_data[nt]
         if getattr(store, "x", None) is None:
-            raise ValueError(f"node type {nt!r} has no features 'x'")
+            if featureless is None:
+                raise ValueError(f"node type {nt!r} has no features 'x' (pass "
+                                 "featureless='one_hot', or convert with "
+                                 "rtx.data.HeteroData.from_pyg(data, featureless='ids'))")
+            n = store.num_nodes
+            if n is None:
+                raise ValueError(f"node type {nt!r} has neither features 'x' nor num_nodes")
+            if n * n * 4 > _ONE_HOT_LIMIT:
+                raise MemoryError(f"from_pyg: one-hot features for the {n} nodes of {nt!r} "
+                                  f"would take {n * n * 4 / 2**30:.1f} GiB; use "
+                                  "rtx.data.HeteroData.from_pyg(data, featureless='ids')")
+            x_dict[nt] = np.eye(n, dtype=np.float32)
+            continue
         x_dict[nt] = arr(store.x)
     edge_index_dict = {tuple(et): arr(hetero_data[et].edge_index)
                        for et in hetero_data.edge_types}
