@@ -94,10 +94,9 @@ class device:  # noqa: N801 - torch.device's name
         return self._type if self._index is None else f"{self._type}:{self._index}"
 
     def __eq__(self, other: object) -> bool:
+        # (a string is not equal to a device, as in PyTorch: compare str(d) == "cpu")
         if isinstance(other, device):
             return (self._type, self._index) == (other._type, other._index)
-        if isinstance(other, str):
-            return str(self) == other
         return NotImplemented
 
     def __hash__(self) -> int:

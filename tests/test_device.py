@@ -50,7 +50,10 @@ def test_device_object_matches_torch(spec):
 
 
 def test_device_equality_and_cuda_namespace():
-    assert rtx.device("cpu") == "cpu" and rtx.device("cpu") != rtx.device("cpu:0")
+    assert rtx.device("cpu") != rtx.device("cpu:0") and rtx.device("cpu") == rtx.device("cpu")
+    assert rtx.device("cpu") != "cpu" and str(rtx.device("cpu")) == "cpu"   # as torch.device
+    if torch is not None:
+        assert (torch.device("cpu") == "cpu") is False
     assert rtx.cuda.is_available() is False and rtx.cuda.device_count() == 0
     # the idiom of every PyTorch script
     dev = rtx.device("cuda" if rtx.cuda.is_available() else "cpu")
