@@ -7,7 +7,8 @@
 # - rejection (2k <= available): draw codes uniformly (an unbiased bounded draw
 #   from a counter-based stream: splitmix64's finaliser over seed + draw number),
 #   reject an existing code (binary search in ``existing``) or one already chosen
-#   (an open-addressing hash set of 2^ceil(log2 2k) slots); the accepted codes, in
+#   (an open-addressing hash set of 2^ceil(log2 2k) slots; for populations up to
+#   2^27 codes one bitmap holds both, accepting the same draws); the accepted codes, in
 #   draw order, are a uniform random k-subset in random order.  Each draw succeeds
 #   with probability >= (available - k) / population >= available / (2 population).
 # - selection (2k > available): Knuth's algorithm S over the complement in order
@@ -17,6 +18,8 @@
 # ``existing`` is the caller's private array (np.unique's result: sorted, distinct,
 # in range -- checked here before the loop: ValueError), the output a new array.
 # The loops hold no GIL and touch nothing shared.
+
+from libc.stdlib cimport calloc
 
 import numpy as _np_neg
 
@@ -30,6 +33,20 @@ cdef extern from *:
     }
     """
     uint64_t rtx_neg_mix(uint64_t z) noexcept nogil
+
+
+# Populations up to this many codes use a bitmap (at most 16 MiB) for the existing and
+# chosen codes; larger ones a binary search and a hash set of the chosen.
+cdef int64_t NEG_BITMAP_MAX = 1 << 27
+
+
+def set_negative_bitmap_max(int64_t n):
+    """Set the largest population sampled with a bitmap (tests compare both paths);
+    returns the previous value."""
+    global NEG_BITMAP_MAX
+    old = NEG_BITMAP_MAX
+    NEG_BITMAP_MAX = n
+    return old
 
 
 cdef struct _NegRng:
@@ -91,6 +108,31 @@ cdef int _neg_reject(const int64_t* ex, Py_ssize_t E, int64_t population, int64_
     return 0
 
 
+cdef int _neg_reject_bitmap(const int64_t* ex, Py_ssize_t E, int64_t population, int64_t k,
+                            _NegRng* r, int64_t* out) noexcept nogil:
+    """``_neg_reject`` with one bit per code (existing or chosen) instead of the binary
+    search and the hash set: the same draws are accepted, so the same output."""
+    cdef size_t words = <size_t>((population + 63) // 64)
+    cdef uint64_t* bits = <uint64_t*>calloc(words, sizeof(uint64_t))
+    cdef uint64_t bit
+    cdef int64_t m = 0, c
+    cdef Py_ssize_t e
+    if bits == NULL:
+        return -1
+    for e in range(E):
+        bits[ex[e] >> 6] |= (<uint64_t>1) << (ex[e] & 63)
+    while m < k:
+        c = <int64_t>_neg_below(r, <uint64_t>population)
+        bit = (<uint64_t>1) << (c & 63)
+        if bits[c >> 6] & bit:
+            continue
+        bits[c >> 6] |= bit
+        out[m] = c
+        m += 1
+    free(bits)
+    return 0
+
+
 cdef void _neg_select(const int64_t* ex, Py_ssize_t E, int64_t population, int64_t k,
                       _NegRng* r, int64_t* out) noexcept nogil:
     """Algorithm S over the complement of ``ex``, then a shuffle of out[0:k]."""
@@ -143,8 +185,10 @@ def negative_codes(const int64_t[::1] existing, int64_t population, int64_t k,
     with nogil:
         if 2 * k > population - E:
             _neg_select(ex, E, population, k, &r, &out[0])
+        elif population <= NEG_BITMAP_MAX:
+            rc = _neg_reject_bitmap(ex, E, population, k, &r, &out[0])
         else:
             rc = _neg_reject(ex, E, population, k, &r, &out[0])
     if rc != 0:
-        raise MemoryError(f"negative_codes: no memory for a hash set of {2 * k} codes")
+        raise MemoryError(f"negative_codes: no memory for the set of chosen codes ({k})")
     return res

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rtx
-from rtx._kernels import negative_codes
+from rtx._kernels import negative_codes, set_negative_bitmap_max
 from rtx.utils import negative_sampling
 
 
@@ -126,3 +126,27 @@ def test_public_signature_kept():
     assert isinstance(out, rtx.Tensor) and tuple(out.shape) == (2, 4)
     out = negative_sampling(edge_index=e, num_nodes=(2, 3), num_neg_samples=4, seed=0)
     assert tuple(out.shape) == (2, 4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 5000), st.data())
+def test_bitmap_and_hash_paths_accept_the_same_draws(population, data):
+    existing = np.array(sorted(data.draw(st.sets(st.integers(0, population - 1),
+                                                 max_size=min(population, 200)))), np.int64)
+    k = data.draw(st.integers(0, (population - existing.size) // 2))   # the rejection method
+    seed = data.draw(st.integers(0, 2**64 - 1))
+    a = negative_codes(existing, population, k, seed)     # bitmap (small population)
+    old = set_negative_bitmap_max(0)
+    try:
+        b = negative_codes(existing, population, k, seed)  # binary search + hash set
+    finally:
+        set_negative_bitmap_max(old)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_sorted_unique_is_numpys_unique():
+    from rtx.utils._negative_sampling import sorted_unique
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 50, 5000):
+        a = rng.integers(0, max(n // 3, 1), n)
+        np.testing.assert_array_equal(sorted_unique(a), np.unique(a))

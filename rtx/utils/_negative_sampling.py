@@ -102,6 +102,18 @@ def _decode(code: np.ndarray, n_src: int, n_dst: int, bipartite: bool,
     return row, col + (col >= row)
 
 
+def sorted_unique(codes: np.ndarray) -> np.ndarray:
+    """``np.unique(codes)`` by one sort and a neighbour comparison (numpy 2.4's
+    ``unique`` measured 13x slower than ``sort`` on 2M int64 codes)."""
+    s = np.sort(codes)
+    if s.size < 2:
+        return s
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
 def _sample_codes(existing: np.ndarray, population: int, k: int,
                   rng: np.random.Generator) -> np.ndarray:
     """``k`` distinct codes in ``[0, population)`` outside the sorted unique
@@ -149,7 +161,7 @@ def negative_sampling_numpy(edge_index: Any, num_nodes: Any = None,
         raise ValueError(f"negative_sampling: {n_src} x {n_dst} node pairs do not fit in "
                          "int64 codes")
     codes, population = _encode(ei[0], ei[1], n_src, n_dst, bipartite, undirected)
-    existing = np.unique(codes)
+    existing = sorted_unique(codes)
     k = min(k, population - existing.size)
     if rng is None:
         rng = _rng(None, None)
