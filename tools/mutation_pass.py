@@ -34,6 +34,8 @@ HK = "tests/kernels/test_hardening_kernels.py"
 TT = "tests/data/test_transforms.py"
 TM = "tests/data/test_metrics.py"
 TH = "tests/data/test_datasets_hgb.py"
+TNK = "tests/data/test_negative_kernel.py"
+TBCE = "tests/nn/test_bce.py"
 HF = "tests/data/test_hardening3_files.py"
 SER = "rtx/serialization.py"
 HET = "rtx/datasets/hetero.py"
@@ -225,16 +227,33 @@ MUTANTS = [
            "    return row, col + (col > row)",
            [TT], "negative_sampling decodes pair codes off by one (self-loops, wrong pairs)",
            k="negative_sampling"),
-    Mutant("ns-existing-kept", "rtx/utils/_negative_sampling.py",
-           "            hit = existing[np.minimum(pos, existing.size - 1)] == cand\n"
-           "            cand = cand[~hit]",
-           "            hit = existing[np.minimum(pos, existing.size - 1)] == cand\n"
-           "            cand = cand",
-           [TT], "negative_sampling keeps candidates that are existing edges",
-           k="negative_sampling"),
-    Mutant("ns-duplicates", "rtx/utils/_negative_sampling.py",
-           "        cand = cand[np.sort(first)]", "        cand = cand",
-           [TT], "negative_sampling returns the same pair twice", k="negative_sampling"),
+    Mutant("ns-existing-kept", "rtx/_negative.pxi",      # the bitmap path (small graphs)
+           "    for e in range(E):\n        bits[ex[e] >> 6]",
+           "    for e in range(0):\n        bits[ex[e] >> 6]",
+           [TT, TNK], "negative_sampling keeps candidates that are existing edges",
+           k="negative"),
+    Mutant("ns-existing-kept-hash", "rtx/_negative.pxi",
+           "        if E and _neg_in_sorted(ex, E, c):", "        if False:",
+           [TNK], "the hash path keeps candidates that are existing edges", k="negative"),
+    Mutant("ns-duplicates", "rtx/_negative.pxi",
+           "        bits[c >> 6] |= bit\n        out[m] = c",
+           "        out[m] = c",
+           [TT, TNK], "negative_sampling returns the same pair twice", k="negative"),
+    Mutant("ns-duplicates-hash", "rtx/_negative.pxi",
+           "        if table[h] == c:\n            continue",
+           "        if False:\n            continue",
+           [TNK], "the hash path returns the same pair twice", k="negative"),
+    Mutant("ns-select-unshuffled", "rtx/_negative.pxi",
+           "    for j in range(k - 1, 0, -1):", "    for j in range(0):",
+           [TNK], "the selection pass returns the complement in order", k="uniform"),
+    Mutant("bce-grad-sign", "rtx/_loss.pxi",
+           "                gx[i] = <real>(gi * (s - yi))",
+           "                gx[i] = <real>(gi * (yi - s))",
+           [TBCE], "binary_cross_entropy_with_logits' gradient has the wrong sign", k=""),
+    Mutant("bce-pos-weight-ignored", "rtx/_loss.pxi",
+           "                out[i] = <real>(pw[i] * yi * (neg + lp)",
+           "                out[i] = <real>(yi * (neg + lp)",
+           [TBCE], "pos_weight ignored in the loss", k=""),
     Mutant("ns-undirected-one-way", "rtx/utils/_negative_sampling.py",
            "        lo, hi = np.minimum(row, col), np.maximum(row, col)",
            "        lo, hi = row, col",
