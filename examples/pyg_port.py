@@ -5,7 +5,7 @@ Everything below the marker line is a PyG script (HeteroData, ``data['paper'].y`
 ``model.to(device)``, Adam, ``loss.backward()``) with its imports renamed and
 nothing else: ``torch_geometric`` -> ``rtx``, then ``torch`` -> ``rtx`` (so
 ``torch.nn.Module`` is ``rtx.nn.Module``, ``torch.cuda.is_available()`` is
-``rtx.cuda.is_available()``, ...).  ``tests/test_pyg_port.py`` rebuilds the
+``rtx.cuda.is_available()``, ...).  ``tests/examples/test_pyg_port.py`` rebuilds the
 PyG original from it, checks that renaming it gives this file back, runs both
 (the PyG one when torch_geometric is installed) and compares the results.
 

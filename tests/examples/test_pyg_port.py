@@ -14,7 +14,7 @@ import runpy
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PORT = os.path.join(ROOT, "examples", "pyg_port.py")
 MARKER = "# ---- the PyG script, imports renamed ----\n"
 PYG_MODULES = ("rtx.data", "rtx.nn import", "rtx.transforms")   # torch_geometric's
