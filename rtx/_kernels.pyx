@@ -24,7 +24,6 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_sample.pxi``   heterogeneous neighbour sampling (rtx.loader)
 - ``_dlpack.pxi``   DLPack import/export
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
-- ``_loss.pxi``     fused binary cross-entropy from logits
 - ``_negative.pxi`` negative sampling of non-edges (rtx.utils.negative_sampling)
 """
 
@@ -42,5 +41,4 @@ include "_message.pxi"
 include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"
-include "_loss.pxi"
 include "_negative.pxi"

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rtx
-import rtx._kernels as K
+from rtx.backend.loss import np_bce_with_logits_backward, np_bce_with_logits_forward
 from rtx.nn import functional as F
 
 try:
@@ -99,34 +99,35 @@ def test_against_reference_hypothesis(xs, pw, seed):
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-10, atol=1e-12)
 
 
-def test_parallel_kernel_equals_serial():
-    n = (1 << 15) * 3 + 7   # above the kernel's parallel threshold
+def test_large_input_against_the_reference():
+    n = (1 << 15) * 3 + 7
     rng = np.random.default_rng(3)
     x, y, p, g = (rng.normal(size=n) * 4, rng.uniform(size=n), rng.uniform(0.2, 3, n),
                   rng.normal(size=n))
-    outs = []
-    for T in (1, 4):
-        o = np.empty(n)
-        K.bce_logits_forward(x, y, p, o, T)
-        gx, gy, gp = np.empty(n), np.empty(n), np.empty(n)
-        K.bce_logits_backward(x, y, p, g, gx, gy, gp, T)
-        outs.append((o, gx, gy, gp))
-    for a, b in zip(*outs, strict=True):
-        np.testing.assert_array_equal(a, b)
+    loss = np_bce_with_logits_forward(x, y, p)
     ref = p * y * np.logaddexp(0, -x) + (1 - y) * np.logaddexp(0, x)
-    np.testing.assert_allclose(outs[0][0], ref, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(loss, ref, rtol=1e-12, atol=1e-13)
+    gx, gy, gp = np_bce_with_logits_backward(x, y, p, g, True, True)
+    sig = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(gx, g * ((1 - y) * sig - p * y * (1 - sig)), rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(gy, g * (p * np.logaddexp(0, -x) - np.logaddexp(0, x)),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(gp, g * y * np.logaddexp(0, -x), rtol=1e-9, atol=1e-12)
+    x32 = x.astype(np.float32)
+    assert np_bce_with_logits_forward(x32, y.astype(np.float32), None).dtype == np.float32
 
 
-def test_kernel_checks_lengths_before_writing():
+def test_backend_body_checks_its_inputs():
     x = np.zeros(4)
-    out = np.full(3, 7.0)
-    with pytest.raises(ValueError, match="lengths"):
-        K.bce_logits_forward(x, x, np.empty(0), out)
-    assert (out == 7.0).all()
-    gx = np.full(4, 7.0)
-    with pytest.raises(ValueError, match="lengths"):   # a pos_weight gradient without pos_weight
-        K.bce_logits_backward(x, x, np.empty(0), x, gx, np.empty(0), np.empty(4))
-    assert (gx == 7.0).all()
+    with pytest.raises(ValueError, match="target must be float64 of shape"):
+        np_bce_with_logits_forward(x, np.zeros(3), None)
+    with pytest.raises(ValueError, match="pos_weight"):
+        np_bce_with_logits_forward(x, x, np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="no pos_weight"):
+        np_bce_with_logits_backward(x, x, None, x, False, True)
+    with pytest.raises(TypeError, match="float"):
+        np_bce_with_logits_forward(np.zeros(4, np.int64), x, None)
 
 
 def test_errors_leave_inputs_untouched():

@@ -79,10 +79,10 @@ class NllLoss(Op):
 
 class BinaryCrossEntropyWithLogits(Op):
     """``binary_cross_entropy_with_logits``: ONE node, the elementwise loss in one
-    stable backend pass (``B.bce_with_logits_forward``: ``max(x, 0) - x y +
+    stable backend call (``B.bce_with_logits_forward``: ``max(x, 0) - x y +
     log1p(exp(-|x|))``, or the ``pos_weight`` form), weighted and reduced; the
-    backward one pass too (``sigmoid(x) - y`` and, when asked, the target's and
-    ``pos_weight``'s derivatives).
+    backward one call too (``sigmoid(x) - y`` and, when asked, the target's and
+    ``pos_weight``'s derivatives) -- never ``log(sigmoid(x))`` composed of nodes.
 
     Inputs (prepared and validated by ``rtx.nn.functional``): ``x`` and ``y`` of
     one shape and float dtype; ``w`` (``weight``) and ``pw`` (``pos_weight``) None
