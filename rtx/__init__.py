@@ -88,6 +88,7 @@ from .functional import (
 from .graph_ops import (
     EdgeIndex,
     IndexPlan,
+    gatv2_scores,
     message_passing,
     segment_max,
     segment_mean,
@@ -120,6 +121,6 @@ __all__ = [
     "data", "datasets", "load", "loader", "metrics", "nn", "optim", "save", "transforms",
     "utils",
     # graph-learning primitives (rtx/graph_ops.py)
-    "EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
+    "EdgeIndex", "IndexPlan", "gatv2_scores", "message_passing", "segment_max", "segment_mean",
     "segment_softmax", "segment_sum",
 ]

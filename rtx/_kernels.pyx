@@ -16,6 +16,7 @@ use only what an earlier one defines):
 7. ``_snapshot.pxi`` private, immutable snapshots of index arrays
 8. ``_segment.pxi``  segment softmax / mean / max over a CSR grouping
 9. ``_message.pxi``  fused message passing and its SDDMM gradient
+   ``_gatv2.pxi``    fused GATv2 attention scores and their gradients
 10. ``_sample.pxi``  heterogeneous neighbour sampling (rtx.loader)
 11. ``_dlpack.pxi``  DLPack import/export
 12. ``_fused.pxi``   fused elementwise kernels (the Fusion backend)
@@ -32,6 +33,7 @@ include "_index.pxi"
 include "_snapshot.pxi"
 include "_segment.pxi"
 include "_message.pxi"
+include "_gatv2.pxi"
 include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"

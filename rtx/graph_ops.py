@@ -13,17 +13,19 @@ from __future__ import annotations
 from typing import Any
 
 from . import _backend_state
+from ._autodiff.ops import gatv2 as _gatv2_rules  # noqa: F401 - registers the op
 from ._autodiff.ops import message as _message_rules  # noqa: F401 - registers the op
 from ._autodiff.ops import segment as _segment_rules  # noqa: F401 - registers the op
 from .autograd.ops import OPS
+from .backend.gatv2 import check_gatv2
 from .backend.index_plan import EdgeIndex, IndexPlan, as_plan
 from .backend.message import check_message
 from .backend.segment import FLOAT_DTYPES
 from .functional import index_add
 from .tensor import Tensor, _operand
 
-__all__ = ["EdgeIndex", "IndexPlan", "message_passing", "segment_max", "segment_mean",
-           "segment_softmax", "segment_sum"]
+__all__ = ["EdgeIndex", "IndexPlan", "gatv2_scores", "message_passing", "segment_max",
+           "segment_mean", "segment_softmax", "segment_sum"]
 
 
 def _t(x: Any) -> Tensor:
@@ -95,3 +97,28 @@ def message_passing(x: Any, edge_index: Any, num_nodes: int, weight: Any = None)
     ei, _ = check_message(x.shape, x.dtype, edge_index, num_nodes,
                           None if w is None else w.shape, None if w is None else w.dtype)
     return x._ad.apply(OPS["message_passing"], x, w, ei, ei.num_dst)
+
+
+# ------------------------------------------------------------------ GATv2 scores
+
+def gatv2_scores(xl: Any, xr: Any, att: Any, edge_index: Any, negative_slope: float = 0.2,
+                 xe: Any = None) -> Tensor:
+    """GATv2's attention logits, fused: ``[E, H]`` with
+
+    ``score[e, h] = sum_c att[h, c] * leaky_relu(xl[src[e], h, c] + xr[dst[e], h, c]
+    (+ xe[e, h, c]))``
+
+    ``xl``: ``[N_src, H, C]`` (transformed sources), ``xr``: ``[N_dst, H, C]``
+    (transformed targets), ``att``: ``[H, C]``, ``xe``: optional ``[E, H, C]``
+    (transformed edge features); ``edge_index``: int ``[2, E]`` or an
+    ``EdgeIndex``.  Neither pass forms the ``[E, H, C]`` sum (PyG's
+    ``GATv2Conv`` does): the backward recomputes it edge by edge.
+    """
+    xl = _t(xl)
+    xr = _operand(xr, xl._ad, scalars=False)
+    att = _operand(att, xl._ad, scalars=False)
+    xe_t = None if xe is None else _operand(xe, xl._ad, scalars=False)
+    ei = check_gatv2(xl.shape, xl.dtype, xr.shape, xr.dtype, att.shape, att.dtype, edge_index,
+                     None if xe_t is None else xe_t.shape, None if xe_t is None else xe_t.dtype,
+                     negative_slope)
+    return xl._ad.apply(OPS["gatv2_scores"], xl, xr, att, xe_t, ei, float(negative_slope))

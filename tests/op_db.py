@@ -90,6 +90,19 @@ def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
     gx, gw = B.message_passing_backward(f(X[:2]), f(X), EI, f(W))
     return B.concat([B.reshape(gx, (12,)), gw], 0)
 
+# gatv2_scores samples: 3 sources -> 2 targets over EI, H = 2 heads of C = 2,
+# mixed signs (both sides of the leaky ReLU); their own generator
+_GRNG = np.random.default_rng(21)
+GL, GR = _GRNG.uniform(-1, 1, (3, 2, 2)), _GRNG.uniform(-1, 1, (2, 2, 2))
+GA, GE = _GRNG.uniform(-1, 1, (2, 2)), _GRNG.uniform(-1, 1, (4, 2, 2))
+
+
+def _gatv2_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gl, gr, ga, ge = B.gatv2_scores_backward(f(GE[:, :, 0]), f(GL), f(GR), f(GA), EI, 0.2,
+                                             f(GE))
+    return B.concat([B.reshape(gl, (12,)), B.reshape(gr, (8,)), B.reshape(ga, (4,)),
+                     B.reshape(ge, (16,))], 0)
+
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
                     ((0, 3), (3,)), ((5,), (1,))]
@@ -269,6 +282,12 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.message_passing(f(X), EI, 2, f(W))),
     OpInfo("message_passing_backward", "message", differentiable=False,
            backend_call=_mp_backward),
+    # ------------------------------------------------------------------ gatv2
+    # (values, gradchecks, bad inputs: tests/test_conv_gatv2.py)
+    OpInfo("gatv2_scores", "gatv2",
+           backend_call=lambda B, f: B.gatv2_scores(f(GL), f(GR), f(GA), EI, 0.2, f(GE))),
+    OpInfo("gatv2_scores_backward", "gatv2", differentiable=False,
+           backend_call=_gatv2_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

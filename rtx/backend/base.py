@@ -3,7 +3,7 @@
 A backend computes on *primitives* (its own array objects) and is split by op
 family, one mixin per family (``elementwise.py``, ``activation.py``,
 ``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``,
-``segment.py``, ``message.py``).  Only the
+``segment.py``, ``message.py``, ``gatv2.py``).  Only the
 *core* below is abstract: moving data between the backend and the host
 (``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
 ``dtype``).  Every other op has a default body, written against other ops or
@@ -21,6 +21,7 @@ import numpy as np
 
 from .activation import ActivationOps
 from .elementwise import ElementwiseOps
+from .gatv2 import Gatv2Ops
 from .index import IndexOps
 from .linalg import LinalgOps
 from .loss import LossOps
@@ -33,11 +34,11 @@ Prim = Any
 
 
 _MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
-           SegmentOps, MessageOps)
+           SegmentOps, MessageOps, Gatv2Ops)
 
 
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
-              LossOps, SegmentOps, MessageOps, ABC):
+              LossOps, SegmentOps, MessageOps, Gatv2Ops, ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 
     ``FAMILIES`` maps each op family to its op names (each family mixin declares

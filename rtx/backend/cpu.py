@@ -39,6 +39,7 @@ from .._threads import get_num_threads
 from ._matmul import BLAS_THREADED_MIN, SINGLE_THREADED_BLAS, matmul_2d
 from .activation import np_elu, np_leaky_relu, np_sigmoid
 from .base import Backend
+from .cpu_gatv2 import CpuGatv2Ops
 from .index import check_add, check_select
 from .index_plan import IndexPlan, as_plan
 from .message import check_message
@@ -174,7 +175,7 @@ _ELU_BWD = _Program(3, 2, (("le", (0, 3), -1), ("add", (1, 4), -1), ("mul", (2, 
                            ("where", (5, 7, 2), -1)))
 
 
-class CpuBackend(Backend):
+class CpuBackend(CpuGatv2Ops, Backend):
     """Native CPU backend."""
 
     name = "cpu"

@@ -1,0 +1,99 @@
+"""``CpuBackend``'s fused GATv2 scores: the kernels of ``rtx/_gatv2.pxi``
+(the family and its numpy defaults: ``rtx/backend/gatv2.py``).
+
+A mixin ``CpuBackend`` lists first among its bases, so these bodies override
+the host round trips.  Neither pass forms the ``[E, H, C]`` per-edge sum:
+the forward is one edge-parallel pass, the backward one pass over the target
+grouping (``grad_xr``, ``grad_xe``, ``grad_att`` partials) and one over the
+source grouping (``grad_xl``), each recomputing the sum edge by edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._kernels import gatv2_att_chunks, gatv2_bwd_dst, gatv2_bwd_src, gatv2_scores_edges
+from .._threads import get_num_threads
+from .gatv2 import check_gatv2
+from .index_plan import EdgeIndex
+
+_NONE: dict[str, np.ndarray] = {
+    "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a`` (rows, H, C) as a C-contiguous (rows, H*C) view (a copy only if needed)."""
+    a = np.ascontiguousarray(a)
+    return a.reshape(a.shape[0], -1)
+
+
+def _same_index_dtype(ei: EdgeIndex) -> tuple[np.ndarray, np.ndarray]:
+    s, d = ei.src.indices, ei.dst.indices
+    if s.dtype != d.dtype:  # both int64 then (one kernel instance per dtype pair)
+        s, d = s.astype(np.int64), d.astype(np.int64)
+    return s, d
+
+
+class CpuGatv2Ops:
+    """Kernel bodies of the ``gatv2`` family for ``CpuBackend``."""
+
+    def _new(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """An output owned by rtx's allocator (``CpuBackend.empty``)."""
+        return self.empty(tuple(shape), dtype)  # type: ignore[attr-defined]
+
+    def gatv2_scores(self, xl: np.ndarray, xr: np.ndarray, att: np.ndarray, edge_index: Any,
+                     negative_slope: float = 0.2, xe: Any = None) -> np.ndarray:
+        ei = check_gatv2(xl.shape, xl.dtype, xr.shape, xr.dtype, att.shape, att.dtype,
+                         edge_index, None if xe is None else xe.shape,
+                         None if xe is None else xe.dtype, negative_slope)
+        H = xl.shape[1]
+        out = self._new((ei.num_edges, H), xl.dtype)
+        src, dst = _same_index_dtype(ei)
+        xe2 = _NONE[xl.dtype.char] if xe is None else _rows(xe)
+        gatv2_scores_edges(_rows(xl), _rows(xr), np.ascontiguousarray(att), src, dst, xe2,
+                           xe is not None, float(negative_slope), out, get_num_threads())
+        return out
+
+    def gatv2_scores_backward(self, grad: np.ndarray, xl: np.ndarray, xr: np.ndarray,
+                              att: np.ndarray, edge_index: Any, negative_slope: float = 0.2,
+                              xe: Any = None,
+                              need: tuple[bool, bool, bool, bool] = (True, True, True, True)
+                              ) -> tuple[Any, Any, Any, Any]:
+        ei = check_gatv2(xl.shape, xl.dtype, xr.shape, xr.dtype, att.shape, att.dtype,
+                         edge_index, None if xe is None else xe.shape,
+                         None if xe is None else xe.dtype, negative_slope)
+        E, H = ei.num_edges, xl.shape[1]
+        if grad.shape != (E, H) or grad.dtype != xl.dtype:
+            raise ValueError(f"gatv2_scores_backward(): grad must be [{E}, {H}] {xl.dtype}, "
+                             f"got {grad.shape} {grad.dtype}")
+        none = _NONE[xl.dtype.char]
+        has_e = xe is not None
+        need_xl, need_xr, need_att, need_e = (bool(n) for n in need)
+        need_e = need_e and has_e
+        g = np.ascontiguousarray(grad)
+        xl2, xr2, att2 = _rows(xl), _rows(xr), np.ascontiguousarray(att)
+        xe2 = _rows(xe) if has_e else none
+        src, dst = _same_index_dtype(ei)
+        T = get_num_threads()
+        gxl = gxr = gatt = gxe = None
+        if need_xr or need_att or need_e:
+            ptr, perm = ei.dst.csr()
+            gxr = self._new(xr.shape, xr.dtype) if need_xr else None
+            gxe = self._new(xe.shape, xe.dtype) if need_e else None
+            part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
+                    if need_att else _NONE["d"])
+            gatv2_bwd_dst(g, xl2, xr2, att2, src, xe2, has_e, float(negative_slope), perm, ptr,
+                          none if gxr is None else _rows(gxr), need_xr,
+                          none if gxe is None else _rows(gxe), need_e, part, need_att, T)
+            if need_att:
+                # the chunks (float64 partials) in order: the bits do not depend on
+                # the thread count
+                gatt = np.add.reduce(part, axis=0).reshape(att.shape).astype(xl.dtype)
+        if need_xl:
+            ptr, perm = ei.src.csr()
+            gxl = self._new(xl.shape, xl.dtype)
+            gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
+                          _rows(gxl), T)
+        return gxl, gxr, gatt, gxe
