@@ -110,7 +110,8 @@ class SAGEConv(Module):
         ``N_src``, as PyG).  ``edge_index``: int ``[2, E]`` (row 0 source, row 1
         target) or an ``rtx.EdgeIndex``.  Returns ``[N_dst, out_channels]``."""
         x_dst: Tensor | None
-        if isinstance(x, (tuple, list)):
+        bipartite = isinstance(x, (tuple, list))
+        if bipartite:
             if len(x) != 2:
                 raise ValueError(f"{_LAYER}: bipartite input must be a pair (x_src, x_dst)")
             x_src = check_x(x[0], -1, "x_src", _LAYER)
@@ -122,10 +123,10 @@ class SAGEConv(Module):
         if self.lin_r is not None and x_dst is not None:
             self.lin_r.materialize(x_dst.shape[1])
         first = self.lin if self.lin is not None else self.lin_l
-        check_x(x_src, first.in_features, "x_src" if x_dst is not x_src else "x", _LAYER)
+        check_x(x_src, first.in_features, "x_src" if bipartite else "x", _LAYER)
         if self.lin_r is not None and x_dst is not None:
             check_x(x_dst, self.lin_r.in_features,
-                    "x_dst" if x_dst is not x_src else "x (as the target features)", _LAYER)
+                    "x_dst" if bipartite else "x (as the target features)", _LAYER)
         n_src = x_src.shape[0]
         if x_dst is not None:
             n_dst = x_dst.shape[0]
