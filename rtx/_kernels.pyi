@@ -137,9 +137,9 @@ def sddmm_dot(
 ) -> None: ...
 
 # ---------------------------------------------------------------- _gatv2.pxi
-def gatv2_scores_edges(
-    xl: _Real, xr: _Real, att: _Real, src: _Index, dst: _Index, xe: _Real, has_e: bool,
-    negative_slope: float, out: _Real, num_threads: int,
+def gatv2_scores_csr(
+    xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, out: _Real, num_threads: int,
 ) -> None: ...
 def gatv2_att_chunks(E: int, N: int) -> int: ...
 def gatv2_bwd_dst(

@@ -3,7 +3,7 @@
 
 A mixin ``CpuBackend`` lists first among its bases, so these bodies override
 the host round trips.  Neither pass forms the ``[E, H, C]`` per-edge sum:
-the forward is one edge-parallel pass, the backward one pass over the target
+the forward is one pass over the target grouping, the backward one over the target
 grouping (``grad_xr``, ``grad_xe``, ``grad_att`` partials) and one over the
 source grouping (``grad_xl``), each recomputing the sum edge by edge.
 """
@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import gatv2_att_chunks, gatv2_bwd_dst, gatv2_bwd_src, gatv2_scores_edges
+from .._kernels import gatv2_att_chunks, gatv2_bwd_dst, gatv2_bwd_src, gatv2_scores_csr
 from .._threads import get_num_threads
 from .gatv2 import check_gatv2
-from .index_plan import EdgeIndex
 
 _NONE: dict[str, np.ndarray] = {
     "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
@@ -27,13 +26,6 @@ def _rows(a: np.ndarray) -> np.ndarray:
     """``a`` (rows, H, C) as a C-contiguous (rows, H*C) view (a copy only if needed)."""
     a = np.ascontiguousarray(a)
     return a.reshape(a.shape[0], -1)
-
-
-def _same_index_dtype(ei: EdgeIndex) -> tuple[np.ndarray, np.ndarray]:
-    s, d = ei.src.indices, ei.dst.indices
-    if s.dtype != d.dtype:  # both int64 then (one kernel instance per dtype pair)
-        s, d = s.astype(np.int64), d.astype(np.int64)
-    return s, d
 
 
 class CpuGatv2Ops:
@@ -50,10 +42,11 @@ class CpuGatv2Ops:
                          None if xe is None else xe.dtype, negative_slope)
         H = xl.shape[1]
         out = self._new((ei.num_edges, H), xl.dtype)
-        src, dst = _same_index_dtype(ei)
         xe2 = _NONE[xl.dtype.char] if xe is None else _rows(xe)
-        gatv2_scores_edges(_rows(xl), _rows(xr), np.ascontiguousarray(att), src, dst, xe2,
-                           xe is not None, float(negative_slope), out, get_num_threads())
+        ptr, perm = ei.dst.csr()
+        gatv2_scores_csr(_rows(xl), _rows(xr), np.ascontiguousarray(att), ei.src.indices, xe2,
+                         xe is not None, float(negative_slope), perm, ptr, out,
+                         get_num_threads())
         return out
 
     def gatv2_scores_backward(self, grad: np.ndarray, xl: np.ndarray, xr: np.ndarray,
@@ -75,7 +68,7 @@ class CpuGatv2Ops:
         g = np.ascontiguousarray(grad)
         xl2, xr2, att2 = _rows(xl), _rows(xr), np.ascontiguousarray(att)
         xe2 = _rows(xe) if has_e else none
-        src, dst = _same_index_dtype(ei)
+        src, dst = ei.src.indices, ei.dst.indices
         T = get_num_threads()
         gxl = gxr = gatt = gxe = None
         if need_xr or need_att or need_e:
