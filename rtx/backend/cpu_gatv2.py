@@ -43,8 +43,8 @@ class CpuGatv2Ops:
         H = xl.shape[1]
         out = self._new((ei.num_edges, H), xl.dtype)
         xe2 = _NONE[xl.dtype.char] if xe is None else _rows(xe)
-        ptr, perm = ei.dst.csr()
-        gatv2_scores_csr(_rows(xl), _rows(xr), np.ascontiguousarray(att), ei.src.indices, xe2,
+        ptr, perm = ei.dst._grouping()
+        gatv2_scores_csr(_rows(xl), _rows(xr), np.ascontiguousarray(att), ei.src._idx, xe2,
                          xe is not None, float(negative_slope), perm, ptr, out,
                          get_num_threads())
         return out
@@ -68,11 +68,11 @@ class CpuGatv2Ops:
         g = np.ascontiguousarray(grad)
         xl2, xr2, att2 = _rows(xl), _rows(xr), np.ascontiguousarray(att)
         xe2 = _rows(xe) if has_e else none
-        src, dst = ei.src.indices, ei.dst.indices
+        src, dst = ei.src._idx, ei.dst._idx  # the plans' private arrays (never handed out)
         T = get_num_threads()
         gxl = gxr = gatt = gxe = None
         if need_xr or need_att or need_e:
-            ptr, perm = ei.dst.csr()
+            ptr, perm = ei.dst._grouping()
             gxr = self._new(xr.shape, xr.dtype) if need_xr else None
             gxe = self._new(xe.shape, xe.dtype) if need_e else None
             part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
@@ -85,7 +85,7 @@ class CpuGatv2Ops:
                 # the thread count
                 gatt = np.add.reduce(part, axis=0).reshape(att.shape).astype(xl.dtype)
         if need_xl:
-            ptr, perm = ei.src.csr()
+            ptr, perm = ei.src._grouping()
             gxl = self._new(xl.shape, xl.dtype)
             gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
                           _rows(gxl), T)
