@@ -16,10 +16,12 @@ What follows from "the same object":
   PyTorch documents a dry run first; rtx does not need one, and the PyG
   pattern (``with rtx.no_grad(): model(x_dict, edge_index_dict)`` then the
   optimiser) works too.
-- Reading a placeholder's values or shape (``.shape``, ``.numpy()``, using
-  it in an op) raises ``RuntimeError`` naming the fix; ``state_dict()`` of a
-  module that still has one raises the same, naming the key (an array cannot
-  stand for "not yet sized").
+- Reading a placeholder's values or shape (``.shape``, ``.numpy()``, and so
+  the ops that read the shape: matmul, ``.T``, reductions) raises
+  ``RuntimeError`` naming the fix; an elementwise op sees the empty ``[0]``
+  buffer behind it (a broadcast error, or an empty result).  ``state_dict()``
+  of a module that still has one raises ``RuntimeError`` naming the key (an
+  array cannot stand for "not yet sized").
 - ``load_state_dict`` into a lazy module materialises each placeholder with
   the checkpoint's shape (PyG's ``Linear._load_from_state_dict``), after every
   key has been checked against the placeholder's template (``[out, -1]`` for
