@@ -50,6 +50,7 @@ class Storage:
 _Real = npt.NDArray[np.float32] | npt.NDArray[np.float64]
 _Index = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 _I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
 
 SCATTER_STRATEGIES: Final[dict[str, int]]
 
@@ -141,6 +142,22 @@ def message_backward_csr(
 ) -> None: ...
 def sddmm_dot(
     grad: _Real, x: _Real, src: _Index, dst: _Index, out: _Real, num_threads: int
+) -> None: ...
+
+# ---------------------------------------------------------------- _gatv2.pxi
+def gatv2_scores_csr(
+    xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, out: _Real, num_threads: int,
+) -> None: ...
+def gatv2_att_chunks(E: int, N: int) -> int: ...
+def gatv2_bwd_dst(
+    grad: _Real, xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, grad_xr: _Real, need_xr: bool,
+    grad_xe: _Real, need_e: bool, att_part: _F64, need_att: bool, num_threads: int,
+) -> None: ...
+def gatv2_bwd_src(
+    grad: _Real, xl: _Real, xr: _Real, att: _Real, dst: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, grad_xl: _Real, num_threads: int,
 ) -> None: ...
 
 # --------------------------------------------------------------- _sample.pxi

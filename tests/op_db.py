@@ -153,6 +153,41 @@ def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
     gx, gw = B.message_passing_backward(f(X[:2]), f(X), EIP, f(W))
     return B.concat([B.reshape(gx, (12,)), gw], 0)
 
+# gatv2_scores samples: 3 sources -> 2 targets over EI, H = 2 heads of C = 2,
+# mixed signs (both sides of the leaky ReLU); their own generator
+_GRNG = np.random.default_rng(21)
+GL, GR = _GRNG.uniform(-1, 1, (3, 2, 2)), _GRNG.uniform(-1, 1, (2, 2, 2))
+GA, GE = _GRNG.uniform(-1, 1, (2, 2)), _GRNG.uniform(-1, 1, (4, 2, 2))
+
+
+def _gatv2_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gl, gr, ga, ge = B.gatv2_scores_backward(f(GE[:, :, 0]), f(GL), f(GR), f(GA), EIP, 0.2,
+                                             f(GE))
+    return B.concat([B.reshape(gl, (12,)), B.reshape(gr, (8,)), B.reshape(ga, (4,)),
+                     B.reshape(ge, (16,))], 0)
+
+
+def _gatv2_ref(xl: np.ndarray, xr: np.ndarray, att: np.ndarray, ei: np.ndarray,
+               slope: float, xe: np.ndarray | None = None) -> np.ndarray:
+    z = xl[ei[0]] + xr[ei[1]] + (0 if xe is None else xe)
+    return (np.where(z > 0, z, slope * z) * att).sum(-1).astype(xl.dtype)
+
+
+def _gatv2_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:   # away from 0: leaky_relu' is defined
+        v = rng.uniform(0.2, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
+        return v.astype(dtype)
+    ei = np.array([[0, 2, 1, 2, 0], [1, 0, 1, 1, 1]])
+    ei32 = np.array([[3, 0, 3, 1], [0, 0, 2, 1]], np.int32)
+    # the sum xl + xr (+ xe) must stay away from 0 for the gradcheck: a large xr
+    big = np.array([[[3.0, -3.0], [-3.0, 3.0]], [[3.0, 3.0], [-3.0, -3.0]]], dtype)
+    return [
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(ei, 3, 2), 0.2)),
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(ei, 3, 2), 0.1, u(5, 2, 2) * 0.5)),
+        Sample((u(4, 1, 3) * 0.2, u(3, 1, 3) * 4, u(1, 3), Edges(ei32, 4, 3), 0.3)),
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(np.zeros((2, 0), np.int64), 3, 2), 0.2)),
+    ]
+
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
                     ((0, 3), (3,)), ((5,), (1,))]
@@ -405,6 +440,20 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.message_passing(f(X), EIP, 2, f(W))),
     OpInfo("message_passing_backward", "message", differentiable=False,
            backend_call=_mp_backward),
+    # ------------------------------------------------------------------ gatv2
+    # (more values, gradchecks, bad inputs: tests/test_conv_gatv2.py)
+    OpInfo("gatv2_scores", "gatv2",
+           backend_call=lambda B, f: B.gatv2_scores(f(GL), f(GR), f(GA), EIP, 0.2, f(GE)),
+           kind="sampled", call=rtx.gatv2_scores, ref=_gatv2_ref, samples=_gatv2_samples,
+           errors=(_E("ndim", lambda t: rtx.gatv2_scores(t, t, t, [[0], [0]], 0.2),
+                      ValueError, r"xl must be \[N_src, H, C\]"),
+                   _E("int", lambda t: rtx.gatv2_scores(t.long(), t, t, [[0], [0]], 0.2),
+                      TypeError, "float"),
+                   _E("bounds", lambda t: rtx.gatv2_scores(
+                       t.reshape(2, 3, 1), t.reshape(2, 3, 1), t[0].reshape(3, 1), [[0], [2]],
+                       0.2), IndexError))),
+    OpInfo("gatv2_scores_backward", "gatv2", differentiable=False,
+           backend_call=_gatv2_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

@@ -5,9 +5,9 @@ from typing import Any
 from ..tensor import Tensor
 
 __all__ = [
-    'elu', 'leaky_relu', 'log_softmax', 'message_passing', 'relu', 'segment_max',
-    'segment_mean', 'segment_min', 'segment_softmax', 'segment_sum', 'sigmoid', 'softmax',
-    'tanh',
+    'elu', 'gatv2_scores', 'leaky_relu', 'log_softmax', 'message_passing', 'relu',
+    'segment_max', 'segment_mean', 'segment_min', 'segment_softmax', 'segment_sum', 'sigmoid',
+    'softmax', 'tanh',
 ]
 
 
@@ -18,6 +18,14 @@ def sigmoid(input: Any) -> Tensor: ...
 def tanh(input: Any) -> Tensor: ...
 def softmax(input: Any, dim: int = -1) -> Tensor: ...
 def log_softmax(input: Any, dim: int = -1) -> Tensor: ...
+def gatv2_scores(
+    xl: Any,
+    xr: Any,
+    att: Any,
+    edge_index: Any,
+    negative_slope: float,
+    xe: Any = None,
+) -> Tensor: ...
 def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor: ...
 def message_passing(x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Tensor: ...
 def segment_softmax(scores: Any, index: Any, num_segments: int) -> Tensor: ...
