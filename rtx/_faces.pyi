@@ -9,9 +9,9 @@ from .tensor import Tensor
 __all__ = [
     'relu', 'leaky_relu', 'elu', 'sigmoid', 'tanh', 'softmax', 'log_softmax', 'add', 'sub',
     'mul', 'div', 'pow', 'maximum', 'minimum', 'neg', 'exp', 'log', 'sqrt', 'abs', 'sign',
-    'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'gatv2_scores', 'index_select', 'index_add',
-    'segment_sum', 'message_passing', 'sum', 'mean', 'segment_softmax', 'segment_mean',
-    'segment_max', 'segment_min',
+    'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'gatv2_scores', 'segment_matmul', 'index_select',
+    'index_add', 'segment_sum', 'message_passing', 'sum', 'mean', 'segment_softmax',
+    'segment_mean', 'segment_max', 'segment_min',
 ]
 
 NN_FUNCTIONAL: dict[str, Any]
@@ -123,6 +123,7 @@ def gatv2_scores(
     negative_slope: float,
     xe: Any = None,
 ) -> Tensor: ...
+def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def index_select(x: Any, indices: Any) -> Tensor: ...
 def index_add(src: Any, indices: Any, num_rows: int) -> Tensor: ...
 def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor: ...

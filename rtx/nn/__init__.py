@@ -5,6 +5,7 @@ from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
 from .conv import GATConv, GATv2Conv, HeteroConv, SAGEConv
 from .dropout import Dropout
+from .hetero_linear import HeteroDictLinear, HeteroLinear
 from .lazy import UninitializedParameter
 from .linear import LazyLinear, Linear
 from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
@@ -21,4 +22,6 @@ __all__ = [
     "BatchNorm1d", "GraphLayerNorm", "LayerNorm", "LazyLinear", "UninitializedParameter",
     # graph layers and models (rtx/nn/conv, rtx/nn/models)
     "GATConv", "GATv2Conv", "HeteroConv", "HetGAT", "SAGEConv",
+    # one linear map per type, as one grouped matmul (rtx/nn/hetero_linear.py)
+    "HeteroDictLinear", "HeteroLinear",
 ]

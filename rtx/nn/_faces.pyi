@@ -6,8 +6,8 @@ from ..tensor import Tensor
 
 __all__ = [
     'elu', 'gatv2_scores', 'leaky_relu', 'log_softmax', 'message_passing', 'relu',
-    'segment_max', 'segment_mean', 'segment_min', 'segment_softmax', 'segment_sum', 'sigmoid',
-    'softmax', 'tanh',
+    'segment_matmul', 'segment_max', 'segment_mean', 'segment_min', 'segment_softmax',
+    'segment_sum', 'sigmoid', 'softmax', 'tanh',
 ]
 
 
@@ -26,6 +26,7 @@ def gatv2_scores(
     negative_slope: float,
     xe: Any = None,
 ) -> Tensor: ...
+def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor: ...
 def message_passing(x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Tensor: ...
 def segment_softmax(scores: Any, index: Any, num_segments: int) -> Tensor: ...
