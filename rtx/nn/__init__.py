@@ -3,7 +3,7 @@
 from . import functional, init
 from .activation import ELU, LeakyReLU, LogSoftmax, ReLU, Softmax
 from .containers import ModuleDict, ModuleList, Sequential
-from .conv import GATConv, GATv2Conv, HeteroConv, SAGEConv
+from .conv import GATConv, GATv2Conv, HeteroConv, RGCNConv, SAGEConv
 from .dropout import Dropout
 from .hetero_linear import HeteroDictLinear, HeteroLinear
 from .lazy import UninitializedParameter
@@ -24,4 +24,6 @@ __all__ = [
     "GATConv", "GATv2Conv", "HeteroConv", "HetGAT", "SAGEConv",
     # one linear map per type, as one grouped matmul (rtx/nn/hetero_linear.py)
     "HeteroDictLinear", "HeteroLinear",
+    # relational GCN on the grouped matmul (rtx/nn/conv/rgcn_conv.py)
+    "RGCNConv",
 ]
