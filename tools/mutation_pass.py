@@ -54,6 +54,9 @@ TSAGE = "tests/test_conv_sage.py"
 TGAT2 = "tests/test_conv_gatv2.py"
 TNORM = "tests/test_norm.py"
 TLAZY = "tests/test_lazy.py"
+# issue 21 (h21-port): grouped matmul, HeteroLinear, RGCNConv / RGCN
+THLIN = "tests/test_hetero_linear.py"
+TRGCN = "tests/test_conv_rgcn.py"
 
 
 @dataclass
@@ -805,6 +808,31 @@ MUTANTS = [
            "    if j + 2 < n:\n        s2 = s2 + t[j + 2]\n",
            "",
            [TGAT2], "a head's sum drops the third of three trailing channels", k="op_"),
+    Mutant("grouped-wgrad-drops-tail-row", "rtx/_grouped.pxi",
+           "        while p < pend:\n            i0 = perm[p]",
+           "        while p + 1 < pend:\n            i0 = perm[p]",
+           [THLIN], "grad_weight drops a type's last row when its count is not a multiple "
+           "of four", k="values_and_gradients"),
+    Mutant("grouped-rows-skip-last-chunk", "rtx/_grouped.pxi",
+           "        for p in range(c * GROUPED_CHUNK, p1):",
+           "        for p in range(c * GROUPED_CHUNK, p1 - 1):",
+           [THLIN], "the threaded row pass skips the last row of every chunk", k="bits"),
+    Mutant("hetero-linear-bias-type0", "rtx/nn/hetero_linear.py",
+           "            out = out + index_select(self.bias, plan)",
+           "            out = out + self.bias[0]",
+           [THLIN], "every row gets the first type's bias", k="hetero_linear_matches"),
+    Mutant("rgcn-mean-is-sum", "rtx/nn/conv/rgcn_conv.py",
+           "        inv = (1.0 / counts)[pair_of_edge]",
+           "        inv = np.ones_like(pair_of_edge, dtype=np.float64)",
+           [TRGCN], "aggr='mean' sums each relation's messages", k="plain"),
+    Mutant("rgcn-pairs-by-target-only", "rtx/nn/conv/rgcn_conv.py",
+           "        key = dst * R + types.indices.astype(np.int64, copy=False)",
+           "        key = dst * R + 0 * types.indices.astype(np.int64, copy=False)",
+           [TRGCN], "every edge is treated as relation 0", k="plain"),
+    Mutant("rgcn-cache-ignores-types", "rtx/nn/conv/rgcn_conv.py",
+           "        if cached is not None and cached[0] is ei and cached[1] is types:",
+           "        if cached is not None and cached[0] is ei:",
+           [TRGCN], "new edge types on the same edges reuse the old grouping", k="reused"),
 ]
 
 
