@@ -5,6 +5,7 @@ threads.
     python benchmarks/bench_layers.py                 # N = 100k nodes, E = 1M edges, 2 threads
     python benchmarks/bench_layers.py --quick         # a smoke run (seconds)
     python benchmarks/bench_layers.py --layers gatv2 --repeats 10
+    python benchmarks/bench_layers.py --layers rgcn-8,rgcn-64,hetlin-8
 
 One step = the layer's forward, ``(out * w).sum()`` and its backward (input and
 parameter gradients).  Time: the median of ``--repeats`` steps after one
@@ -93,14 +94,21 @@ def _measure(step: Callable[[], Any], repeats: int, before: Callable[[], None]
     return statistics.median(times), mem
 
 
-def build(kind: str, args: argparse.Namespace, rng: np.random.Generator) -> dict[str, Any]:
+def build(kind: str, args: argparse.Namespace, ei: np.ndarray,
+          rng: np.random.Generator) -> dict[str, Any]:
+    """The PyG layer and the rtx one (PyG's weights loaded), and each side's call
+    on its own input ``x`` (the edges as each library takes them in a training
+    loop: torch tensors for PyG, rtx plans built once for rtx)."""
     import torch
     import torch_geometric.nn as pyg
 
     import rtx
-    from rtx.nn import GATv2Conv, SAGEConv
+    from rtx.nn import GATv2Conv, HeteroLinear, RGCNConv, SAGEConv
 
     F, O = args.features, args.out
+    et = torch.from_numpy(ei)
+    call_ref: Callable[[Any], Any] = lambda x: ref(x, et)  # noqa: E731
+    call_mine: Callable[[Any], Any] = lambda x: mine(x, ei)  # noqa: E731
     if kind.startswith("sage"):
         aggr = kind.split("-")[1]
         ref = pyg.SAGEConv(F, O, aggr=aggr)
@@ -111,33 +119,51 @@ def build(kind: str, args: argparse.Namespace, rng: np.random.Generator) -> dict
         ref = pyg.GATv2Conv(F, C, heads=args.heads)
         mine = GATv2Conv(F, C, heads=args.heads)
         out_width = C * args.heads
+    elif kind.startswith("rgcn"):  # rgcn-<relations>: mean per relation
+        R = int(kind.split("-")[1])
+        types = rng.integers(0, R, ei.shape[1])
+        ref, mine, out_width = pyg.RGCNConv(F, O, R), RGCNConv(F, O, R), O
+        tt = torch.from_numpy(types)
+        edges, tplan = rtx.EdgeIndex(ei, args.nodes), rtx.IndexPlan(types, R)
+        call_ref = lambda x: ref(x, et, tt)  # noqa: E731
+        call_mine = lambda x: mine(x, edges, tplan)  # noqa: E731
+    elif kind.startswith("hetlin"):  # hetlin-<types>: HeteroLinear over the nodes
+        T = int(kind.split("-")[1])
+        types = rng.integers(0, T, args.nodes)
+        ref, mine, out_width = pyg.HeteroLinear(F, O, T), HeteroLinear(F, O, T), O
+        tt = torch.from_numpy(types)
+        tplan = rtx.IndexPlan(types, T)
+        call_ref = lambda x: ref(x, tt)  # noqa: E731
+        call_mine = lambda x: mine(x, tplan)  # noqa: E731
     else:
         raise ValueError(kind)
     mine.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
-    return {"ref": ref, "mine": mine, "out": out_width, "torch": torch, "rtx": rtx}
+    return {"ref": ref, "mine": mine, "out": out_width, "torch": torch, "rtx": rtx,
+            "call_ref": call_ref, "call_mine": call_mine}
 
 
 def run_layer(kind: str, args: argparse.Namespace, x: np.ndarray, ei: np.ndarray,
               rng: np.random.Generator) -> tuple[str, float, float, float, float, float]:
     """(kind, rtx s, pyg s, rtx MiB, pyg MiB, rtx allocator peak MiB) of one layer."""
-    b = build(kind, args, rng)
+    b = build(kind, args, ei, rng)
     torch, rtx = b["torch"], b["rtx"]
     ref, mine = b["ref"], b["mine"]
+    call_ref, call_mine = b["call_ref"], b["call_mine"]
     w = rng.standard_normal((args.nodes, b["out"])).astype(np.float32)
     xt = torch.from_numpy(x).requires_grad_()
-    et, wt = torch.from_numpy(ei), torch.from_numpy(w)
+    wt = torch.from_numpy(w)
     xr = rtx.tensor(x, requires_grad=True)
     wr = rtx.tensor(w)
 
     def step_pyg() -> None:
         xt.grad = None
         ref.zero_grad(set_to_none=True)
-        (ref(xt, et) * wt).sum().backward()
+        (call_ref(xt) * wt).sum().backward()
 
     def step_rtx() -> None:
         xr.grad = None
         mine.zero_grad()
-        (mine(xr, ei) * wr).sum().backward()
+        (call_mine(xr) * wr).sum().backward()
 
     t_pyg, m_pyg = _measure(step_pyg, args.repeats, lambda: None)
     rtx.empty_cache()
@@ -160,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--layers", default="sage-mean,sage-max,gatv2")
+    p.add_argument("--layers", default="sage-mean,sage-max,gatv2,rgcn-8,rgcn-64,hetlin-8",
+                   help="rgcn-<R>: RGCNConv with R relations; hetlin-<T>: HeteroLinear, "
+                        "T types")
     p.add_argument("--quick", action="store_true", help="N = 5k, E = 50k, 2 repeats")
     args = p.parse_args(argv)
     if args.quick:

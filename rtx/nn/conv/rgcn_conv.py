@@ -220,20 +220,22 @@ class RGCNConv(Module):
         cached = self._pairs
         if cached is not None and cached[0] is ei and cached[1] is types:
             return cached[2]
-        R = self.num_relations
+        R, n_dst = self.num_relations, max(ei.num_dst, 1)
         dst = ei.dst.indices.astype(np.int64, copy=False)
-        key = dst * R + types.indices.astype(np.int64, copy=False)
+        # relation-major keys: the pairs come sorted by relation, so the grouped
+        # matmul runs one GEMM per relation on contiguous rows
+        key = types.indices.astype(np.int64, copy=False) * n_dst + dst
         uniq, pair_of_edge, counts = np.unique(key, return_inverse=True, return_counts=True)
         P = uniq.shape[0]
         to_pair = EdgeIndex(np.stack([ei.src.indices.astype(np.int64, copy=False),
                                       pair_of_edge.astype(np.int64)]), ei.num_src, P)
-        rel = IndexPlan(uniq % R, R)
-        pdst = IndexPlan(uniq // R, ei.num_dst)
+        rel = IndexPlan(uniq // n_dst, R)
+        pdst = IndexPlan(uniq % n_dst, ei.num_dst)
         inv = (1.0 / counts)[pair_of_edge]
         blocks = None
         if self.num_blocks is not None:
             B = self.num_blocks
-            g = ((uniq % R)[:, None] * B + np.arange(B)[None, :]).reshape(-1)
+            g = ((uniq // n_dst)[:, None] * B + np.arange(B)[None, :]).reshape(-1)
             blocks = IndexPlan(g, R * B)
         pairs = _Pairs(to_pair, rel, pdst, inv, blocks)
         self._pairs = (ei, types, pairs)
