@@ -9,10 +9,9 @@ nothing else: ``torch_geometric`` -> ``rtx``, then ``torch`` -> ``rtx`` (so
 PyG original from it, checks that renaming it gives this file back, runs both
 (the PyG one when torch_geometric is installed) and compares the results.
 
-One deviation from the most common form of such a script: the layers get their
-input sizes (``GATConv((in_channels[src], in_channels[dst]), ...)``) instead of
-PyG's lazy ``GATConv((-1, -1), ...)``, which rtx's GATConv does not take yet
-(docs/pytorch-parity.md).  Run: ``python examples/pyg_port.py``.
+The layers take PyG's lazy sizes (``GATConv((-1, -1), ...)``), materialised by the
+first forward under ``no_grad`` as in PyG's documentation.  Run: ``python
+examples/pyg_port.py``.
 """
 # ---- the PyG script, imports renamed ----
 import rtx
@@ -34,17 +33,15 @@ data = T.ToUndirected()(data)
 
 
 class HeteroGNN(rtx.nn.Module):
-    def __init__(self, in_channels, metadata, hidden_channels, out_channels, num_layers):
+    def __init__(self, metadata, hidden_channels, out_channels, num_layers):
         super().__init__()
         self.convs = rtx.nn.ModuleList()
         for _ in range(num_layers):
             conv = HeteroConv({
-                (src, rel, dst): GATConv((in_channels[src], in_channels[dst]),
-                                         hidden_channels, add_self_loops=False)
-                for src, rel, dst in metadata[1]
+                edge_type: GATConv((-1, -1), hidden_channels, add_self_loops=False)
+                for edge_type in metadata[1]
             }, aggr='sum')
             self.convs.append(conv)
-            in_channels = {node_type: hidden_channels for node_type in in_channels}
         self.lin = Linear(hidden_channels, out_channels)
 
     def forward(self, x_dict, edge_index_dict):
@@ -55,7 +52,7 @@ class HeteroGNN(rtx.nn.Module):
 
 
 device = rtx.device('cuda' if rtx.cuda.is_available() else 'cpu')
-model = HeteroGNN(data.num_node_features, data.metadata(), 64, 4, num_layers=2).to(device)
+model = HeteroGNN(data.metadata(), 64, 4, num_layers=2).to(device)
 data = data.to(device)
 with rtx.no_grad():
     out = model(data.x_dict, data.edge_index_dict)

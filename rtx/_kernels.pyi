@@ -50,6 +50,7 @@ class Storage:
 _Real = npt.NDArray[np.float32] | npt.NDArray[np.float64]
 _Index = npt.NDArray[np.int32] | npt.NDArray[np.int64]
 _I64 = npt.NDArray[np.int64]
+_F64 = npt.NDArray[np.float64]
 
 SCATTER_STRATEGIES: Final[dict[str, int]]
 
@@ -143,6 +144,22 @@ def sddmm_dot(
     grad: _Real, x: _Real, src: _Index, dst: _Index, out: _Real, num_threads: int
 ) -> None: ...
 
+# ---------------------------------------------------------------- _gatv2.pxi
+def gatv2_scores_csr(
+    xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, out: _Real, num_threads: int,
+) -> None: ...
+def gatv2_att_chunks(E: int, N: int) -> int: ...
+def gatv2_bwd_dst(
+    grad: _Real, xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, grad_xr: _Real, need_xr: bool,
+    grad_xe: _Real, need_e: bool, att_part: _F64, need_att: bool, num_threads: int,
+) -> None: ...
+def gatv2_bwd_src(
+    grad: _Real, xl: _Real, xr: _Real, att: _Real, dst: _Index, xe: _Real, has_e: bool,
+    negative_slope: float, perm: _I64, ptr: _I64, grad_xl: _Real, num_threads: int,
+) -> None: ...
+
 # --------------------------------------------------------------- _sample.pxi
 def set_sample_parallel_min(pairs: int) -> int: ...
 
@@ -228,3 +245,12 @@ def negative_codes(
     existing: _I64, population: int, k: int, seed: int
 ) -> npt.NDArray[np.int64]: ...
 def set_negative_bitmap_max(n: int) -> int: ...
+
+# -------------------------------------------------------------- _grouped.pxi
+def set_grouped_parallel_min(nbytes: int) -> int: ...
+def segment_matmul_rows(
+    x: _Real, types: _Index, perm: _I64, weight: _Real, out: _Real, num_threads: int,
+) -> None: ...
+def segment_matmul_weight_grad(
+    x: _Real, grad: _Real, perm: _I64, ptr: _I64, grad_weight: _Real, num_threads: int,
+) -> None: ...

@@ -21,6 +21,8 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_index.pxi``    gather / scatter-add
 - ``_segment.pxi``  segment softmax / mean / max / min over a CSR grouping
 - ``_message.pxi``  fused message passing and its SDDMM gradient
+- ``_gatv2.pxi``    fused GATv2 attention scores and their gradients
+- ``_grouped.pxi``  grouped (segment) matmul: each row by its type's weight
 - ``_sample.pxi``   heterogeneous neighbour sampling (rtx.loader)
 - ``_dlpack.pxi``   DLPack import/export
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
@@ -38,6 +40,8 @@ include "_csr.pxi"
 include "_index.pxi"
 include "_segment.pxi"
 include "_message.pxi"
+include "_gatv2.pxi"
+include "_grouped.pxi"
 include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"

@@ -154,6 +154,65 @@ def _mp_backward(B: Any, f: Callable[[Any], Any]) -> Any:
     gx, gw = B.message_passing_backward(f(X[:2]), f(X), EIP, f(W))
     return B.concat([B.reshape(gx, (12,)), gw], 0)
 
+# gatv2_scores samples: 3 sources -> 2 targets over EI, H = 2 heads of C = 2,
+# mixed signs (both sides of the leaky ReLU); their own generator
+_GRNG = np.random.default_rng(21)
+GL, GR = _GRNG.uniform(-1, 1, (3, 2, 2)), _GRNG.uniform(-1, 1, (2, 2, 2))
+GA, GE = _GRNG.uniform(-1, 1, (2, 2)), _GRNG.uniform(-1, 1, (4, 2, 2))
+
+
+def _gatv2_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gl, gr, ga, ge = B.gatv2_scores_backward(f(GE[:, :, 0]), f(GL), f(GR), f(GA), EIP, 0.2,
+                                             f(GE))
+    return B.concat([B.reshape(gl, (12,)), B.reshape(gr, (8,)), B.reshape(ga, (4,)),
+                     B.reshape(ge, (16,))], 0)
+
+
+def _gatv2_ref(xl: np.ndarray, xr: np.ndarray, att: np.ndarray, ei: np.ndarray,
+               slope: float, xe: np.ndarray | None = None) -> np.ndarray:
+    z = xl[ei[0]] + xr[ei[1]] + (0 if xe is None else xe)
+    return (np.where(z > 0, z, slope * z) * att).sum(-1).astype(xl.dtype)
+
+
+def _gatv2_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:   # away from 0: leaky_relu' is defined
+        v = rng.uniform(0.2, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
+        return v.astype(dtype)
+    ei = np.array([[0, 2, 1, 2, 0], [1, 0, 1, 1, 1]])
+    ei32 = np.array([[3, 0, 3, 1], [0, 0, 2, 1]], np.int32)
+    # the sum xl + xr (+ xe) must stay away from 0 for the gradcheck: a large xr
+    big = np.array([[[3.0, -3.0], [-3.0, 3.0]], [[3.0, 3.0], [-3.0, -3.0]]], dtype)
+    return [
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(ei, 3, 2), 0.2)),
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(ei, 3, 2), 0.1, u(5, 2, 2) * 0.5)),
+        Sample((u(4, 1, 3) * 0.2, u(3, 1, 3) * 4, u(1, 3), Edges(ei32, 4, 3), 0.3)),
+        Sample((u(3, 2, 2), big, u(2, 2), Edges(np.zeros((2, 0), np.int64), 3, 2), 0.2)),
+    ]
+
+def _segment_matmul_ref(x: np.ndarray, index: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.einsum("nk,nkm->nm", x, w[index]).astype(x.dtype).reshape(x.shape[0], w.shape[2])
+
+
+def _segment_matmul_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    return [
+        Sample((u(7, 3), Idx(np.array([2, 0, 2, 1, 0, 2, 2]), 3), u(3, 3, 4))),  # unsorted
+        Sample((u(5, 4), Idx(np.array([0, 0, 1, 1, 1], np.int32), 2), u(2, 4, 2))),  # sorted
+        Sample((u(6, 2), Idx(np.array([3, 3, 0, 3, 0, 3]), 4), u(4, 2, 3))),  # empty types
+        Sample((u(0, 3), Idx(np.zeros(0, np.int64), 2), u(2, 3, 2))),
+        Sample((u(3, 17), Idx(np.array([1, 0, 1]), 2), u(2, 17, 9))),  # past one KB block
+    ]
+
+
+_SM_X, _SM_W = _RNG.uniform(-1, 1, (3, 2)), _RNG.uniform(-1, 1, (4, 2, 3))
+
+
+def _sm_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, gw = B.segment_matmul_backward(f(X[:, :3]), f(_SM_X), P4, f(_SM_W))
+    return B.concat([B.reshape(gx, (6,)), B.reshape(gw, (24,))], 0)
+
+
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
                     ((0, 3), (3,)), ((5,), (1,))]
@@ -492,6 +551,37 @@ OPS: list[OpInfo] = [
            backend_call=lambda B, f: B.message_passing(f(X), EIP, 2, f(W))),
     OpInfo("message_passing_backward", "message", differentiable=False,
            backend_call=_mp_backward),
+    # ------------------------------------------------------------------ gatv2
+    # (more values, gradchecks, bad inputs: tests/nn/test_conv_gatv2.py)
+    OpInfo("gatv2_scores", "gatv2",
+           backend_call=lambda B, f: B.gatv2_scores(f(GL), f(GR), f(GA), EIP, 0.2, f(GE)),
+           kind="sampled", call=rtx.gatv2_scores, ref=_gatv2_ref, samples=_gatv2_samples,
+           errors=(_E("ndim", lambda t: rtx.gatv2_scores(t, t, t, [[0], [0]], 0.2),
+                      ValueError, r"xl must be \[N_src, H, C\]"),
+                   _E("int", lambda t: rtx.gatv2_scores(t.long(), t, t, [[0], [0]], 0.2),
+                      TypeError, "float"),
+                   _E("bounds", lambda t: rtx.gatv2_scores(
+                       t.reshape(2, 3, 1), t.reshape(2, 3, 1), t[0].reshape(3, 1), [[0], [2]],
+                       0.2), IndexError))),
+    OpInfo("gatv2_scores_backward", "gatv2", differentiable=False,
+           backend_call=_gatv2_backward),
+    # ---------------------------------------------------------------- grouped
+    OpInfo("segment_matmul", "grouped",
+           backend_call=lambda B, f: B.segment_matmul(f(_SM_X), P4, f(_SM_W)),
+           kind="sampled", call=rtx.segment_matmul, ref=_segment_matmul_ref,
+           samples=_segment_matmul_samples,
+           errors=(_E("ndim", lambda t: rtx.segment_matmul(t[0], [0, 0, 0], t.reshape(1, 3, 2)),
+                      ValueError, r"input must be \[N, K\]"),
+                   _E("weight", lambda t: rtx.segment_matmul(t, [0, 0], t.reshape(1, 2, 3)),
+                      ValueError, r"weight must be \[T, 3, M\]"),
+                   _E("dtype", lambda t: rtx.segment_matmul(t, [0, 0], t.long().reshape(
+                       2, 3, 1)), TypeError, "dtype"),
+                   _E("bounds", lambda t: rtx.segment_matmul(t, [0, 2], t.reshape(2, 3, 1)),
+                      IndexError),
+                   _E("len", lambda t: rtx.segment_matmul(t, [0], t.reshape(2, 3, 1)),
+                      ValueError, "len"))),
+    OpInfo("segment_matmul_backward", "grouped", differentiable=False,
+           backend_call=_sm_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

@@ -51,6 +51,14 @@ TCOL = "tests/mpi/test_collectives.py"
 TFAIL = "tests/mpi/test_failures.py"
 THET = "tests/mpi/test_hetgat_mpi.py"
 TRES = "tests/mpi/test_resume.py"
+# issue 21 (layers): SAGEConv, GATv2Conv + gatv2_scores, norms, lazy sizes
+TSAGE = "tests/nn/test_conv_sage.py"
+TGAT2 = "tests/nn/test_conv_gatv2.py"
+TNORM = "tests/nn/test_norm.py"
+TLAZY = "tests/nn/test_lazy.py"
+# issue 21 (h21-port): grouped matmul, HeteroLinear, RGCNConv / RGCN
+THLIN = "tests/nn/test_hetero_linear.py"
+TRGCN = "tests/nn/test_conv_rgcn.py"
 
 
 @dataclass
@@ -748,6 +756,105 @@ MUTANTS = [
     Mutant("threads-not-divided", "rtx/examples/_distributed.py",
            "    n = max(1, usable // here)", "    n = usable",
            [THET], "every rank takes every core", k="batch_logs", mpi=2),
+    # ------------------------------------------------- issue 21: layers (h21)
+    Mutant("lazy-template-any-rows", "rtx/nn/lazy.py",
+           "any(d < 0 or (k >= 0 and d != k) for d, k in zip(s, t, strict=True))",
+           "any(d < 0 for d in s)",
+           [TLAZY], "a lazy weight accepts a checkpoint with the wrong number of rows"),
+    Mutant("lazy-shared-two-shapes", "rtx/nn/lazy.py",
+           "        elif id(t) in seen and seen[id(t)][1] != shape:",
+           "        elif False:",
+           [TLAZY], "a shared lazy parameter is sized twice from one checkpoint"),
+    Mutant("lazy-state-dict-silent", "rtx/nn/module.py",
+           "                    if is_lazy(p):  # lazy sizes (rtx/nn/lazy.py)",
+           "                    if False:",
+           [TLAZY], "state_dict() of a lazy module does not name the lazy key"),
+    Mutant("linear-lazy-not-initialised", "rtx/nn/linear.py",
+           "            w.materialize((self.out_features, in_features))\n"
+           "            self.reset_parameters()",
+           "            w.materialize((self.out_features, in_features))",
+           [TLAZY], "a lazy Linear keeps uninitialised memory as its weights"),
+    Mutant("sage-mean-not-divided", "rtx/nn/conv/sage_conv.py",
+           "            agg = agg * self._inv_degree(ei, x_src.dtype)",
+           "            agg = agg",
+           [TSAGE], "mean aggregation is a sum"),
+    Mutant("sage-narrow-bias-dropped", "rtx/nn/conv/sage_conv.py",
+           "            return agg if lin.bias is None else agg + lin.bias",
+           "            return agg",
+           [TSAGE], "the narrowing sum / mean path loses lin_l's bias"),
+    Mutant("sage-root-on-sources", "rtx/nn/conv/sage_conv.py",
+           "            out = out + self.lin_r(x_dst)",
+           "            out = out + self.lin_r(x_src)",
+           [TSAGE], "the root term reads the source features"),
+    Mutant("gatv2-fill-mean-is-sum", "rtx/nn/conv/gatv2_conv.py",
+           "                    fill = fill * tensor((1.0 / cnt).astype(attr.dtype)"
+           ".reshape(-1, 1))",
+           "                    fill = fill",
+           [TGAT2], "fill_value='mean' sums the incoming edges' features"),
+    Mutant("gatv2-residual-on-sources", "rtx/nn/conv/gatv2_conv.py",
+           "            out = out + self.res(x_dst)",
+           "            out = out + self.res(x_src)",
+           [TGAT2], "the residual maps the source features"),
+    Mutant("bn-running-var-biased", "rtx/nn/norm.py",
+           "            v = (var.detach().reshape(self.num_features) * (n / (n - 1))).to(",
+           "            v = (var.detach().reshape(self.num_features) * 1.0).to(",
+           [TNORM], "running_var tracks the biased batch variance"),
+    Mutant("bn-eval-uses-batch-stats", "rtx/nn/norm.py",
+           "        use_batch = self.training or not self.track_running_stats",
+           "        use_batch = True",
+           [TNORM], "eval mode normalises with the batch's statistics"),
+    Mutant("layernorm-eps-outside-root", "rtx/nn/norm.py",
+           "\n        var = (xc * xc).mean(dims, keepdim=True)\n"
+           "        out = xc / sqrt(var + self.eps)",
+           "\n        var = (xc * xc).mean(dims, keepdim=True)\n"
+           "        out = xc / (sqrt(var) + self.eps)",
+           [TNORM], "LayerNorm adds eps outside the square root"),
+    Mutant("graph-ln-count-nodes-only", "rtx/nn/norm.py",
+           "            norm = tensor((1.0 / (cnt * x.shape[1])).astype(x.dtype).reshape(-1, 1))",
+           "            norm = tensor((1.0 / cnt).astype(x.dtype).reshape(-1, 1))",
+           [TNORM], "per-graph statistics divide by the node count, not nodes x channels"),
+    Mutant("gatv2-kernel-slope-flipped", "rtx/_gatv2.pxi",
+           "        d[j] = 1 if z[j] > 0 else slope",
+           "        d[j] = slope if z[j] > 0 else 1",
+           [TGAT2], "the fused scores' leaky ReLU slopes the positive side", k="op_"),
+    Mutant("gatv2-kernel-att-chunks-skipped", "rtx/_gatv2.pxi",
+           "    for c in range(c0, c1):",
+           "    for c in range(c0, c1 - 1):",
+           [TGAT2], "the by-target backward skips the last chunk of each range", k="op_"),
+    Mutant("gatv2-kernel-sum-drops-third", "rtx/_gatv2.pxi",
+           "    if j + 2 < n:\n        s2 = s2 + t[j + 2]\n",
+           "",
+           [TGAT2], "a head's sum drops the third of three trailing channels", k="op_"),
+    Mutant("grouped-wgrad-drops-tail-row", "rtx/_grouped.pxi",
+           "        while p < pend:\n            i0 = perm[p]",
+           "        while p + 1 < pend:\n            i0 = perm[p]",
+           [THLIN], "grad_weight drops a type's last row when its count is not a multiple "
+           "of four", k="values_and_gradients"),
+    Mutant("grouped-rows-skip-last-chunk", "rtx/_grouped.pxi",
+           "        for p in range(c * GROUPED_CHUNK, p1):",
+           "        for p in range(c * GROUPED_CHUNK, p1 - 1):",
+           [THLIN], "the threaded row pass skips the last row of every chunk", k="bits"),
+    Mutant("grouped-blas-wgrad-not-zeroed", "rtx/backend/cpu/grouped.py",
+           "                gw = empty(weight.shape, weight.dtype, zero=True)",
+           "                gw = empty(weight.shape, weight.dtype)",
+           [THLIN], "the sorted path leaves a type without rows with garbage gradients",
+           k="values_and_gradients"),
+    Mutant("hetero-linear-bias-type0", "rtx/nn/hetero_linear.py",
+           "            out = out + index_select(self.bias, plan)",
+           "            out = out + self.bias[0]",
+           [THLIN], "every row gets the first type's bias", k="hetero_linear_matches"),
+    Mutant("rgcn-mean-is-sum", "rtx/nn/conv/rgcn_conv.py",
+           "        inv = (1.0 / counts)[pair_of_edge]",
+           "        inv = np.ones_like(pair_of_edge, dtype=np.float64)",
+           [TRGCN], "aggr='mean' sums each relation's messages", k="plain"),
+    Mutant("rgcn-pairs-by-target-only", "rtx/nn/conv/rgcn_conv.py",
+           "        key = types.indices.astype(np.int64, copy=False) * n_dst + dst",
+           "        key = 0 * types.indices.astype(np.int64, copy=False) * n_dst + dst",
+           [TRGCN], "every edge is treated as relation 0", k="plain"),
+    Mutant("rgcn-cache-ignores-types", "rtx/nn/conv/rgcn_conv.py",
+           "        if cached is not None and cached[0] is ei and cached[1] is types:",
+           "        if cached is not None and cached[0] is ei:",
+           [TRGCN], "new edge types on the same edges reuse the old grouping", k="reused"),
 ]
 
 

@@ -3,7 +3,7 @@
 A backend computes on *primitives* (its own array objects) and is split by op
 family, one mixin per family (``elementwise.py``, ``activation.py``,
 ``reduction.py``, ``linalg.py``, ``shape.py``, ``index.py``, ``loss.py``,
-``segment.py``, ``message.py``).  Only the
+``segment.py``, ``message.py``, ``gatv2.py``, ``grouped.py``).  Only the
 *core* below is abstract: moving data between the backend and the host
 (``from_numpy`` / ``to_numpy``) and describing a primitive (``shape`` /
 ``dtype``).  Every other op has a default body, written against other ops or
@@ -22,6 +22,8 @@ import numpy as np
 from ._family import Family, families_of, query
 from .activation import ActivationOps
 from .elementwise import ElementwiseOps
+from .gatv2 import Gatv2Ops
+from .grouped import GroupedOps
 from .index import IndexOps
 from .linalg import LinalgOps
 from .loss import LossOps
@@ -68,11 +70,12 @@ class CreationOps(Family):
 
 
 _MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
-           SegmentOps, MessageOps, CreationOps)
+           SegmentOps, MessageOps, Gatv2Ops, GroupedOps, CreationOps)
 
 
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
-              LossOps, SegmentOps, MessageOps, CreationOps, ABC):
+              LossOps, SegmentOps, MessageOps, Gatv2Ops, GroupedOps, CreationOps,
+              ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 
     ``FAMILIES`` maps each op family to its op names (each family mixin's

@@ -16,6 +16,7 @@ from .._device import unavailable
 from .._dtypes import check_dtype, dtype_name
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor, parse_to
+from .lazy import is_lazy, lazy_state_errors
 from .parameter import Parameter
 
 
@@ -350,6 +351,9 @@ class Module:
             dot = mprefix + ("." if mprefix else "")
             for name, p in m._parameters.items():
                 if p is not None:
+                    if is_lazy(p):  # lazy sizes (rtx/nn/lazy.py)
+                        raise RuntimeError(f"state_dict(): {dot + name} is an uninitialized "
+                                           "(lazy) parameter; run one forward pass first")
                     out[dot + name] = np.array(p.numpy(), copy=True)
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent:
@@ -392,6 +396,8 @@ class Module:
                 errors.append("Missing key(s) in state_dict: "
                               + ", ".join(f'"{k}"' for k in missing) + ". ")
         values: list[tuple[Tensor, np.ndarray]] = []
+        lazy_errors, lazy_keys = lazy_state_errors(targets, state_dict)  # rtx/nn/lazy.py
+        errors.extend(lazy_errors)
         for key, (_, _, t) in targets.items():
             if key not in state_dict:
                 continue
@@ -407,7 +413,7 @@ class Module:
                     f"got dtype {arr.dtype}."
                 )
                 continue
-            if tuple(arr.shape) != t.shape:
+            if key not in lazy_keys and tuple(arr.shape) != t.shape:
                 errors.append(
                     f"size mismatch for {key}: copying a param with shape "
                     f"{_shape_str(tuple(arr.shape))} from checkpoint, the shape in current "
@@ -422,6 +428,8 @@ class Module:
             )
         with no_grad():
             for t, arr in values:
+                if is_lazy(t):  # sized by the checkpoint, as PyG's lazy Linear
+                    t.materialize(arr.shape)  # type: ignore[attr-defined]
                 t.copy_(np.ascontiguousarray(arr).astype(t.dtype, copy=False))
         return IncompatibleKeys(missing, unexpected)
 

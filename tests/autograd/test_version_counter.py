@@ -224,6 +224,9 @@ def _op_calls():
         "segment_max": lambda: rtx.segment_max(a(), [1, 0], 2),
         "message_passing": lambda: rtx.message_passing(
             a(), np.array([[0, 1], [1, 1]]), 2, weight=rtx.tensor([0.5, 2.0], requires_grad=True)),
+        "gatv2_scores": lambda: rtx.gatv2_scores(
+            a().reshape(2, 1, 2), a().reshape(2, 1, 2), a()[0].reshape(1, 2),
+            np.array([[0, 1], [1, 1]]), 0.2, a().reshape(2, 1, 2)),
     }
 
 

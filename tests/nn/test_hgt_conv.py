@@ -155,3 +155,19 @@ def test_the_ready_made_hgt_matches_pygs_example_model():
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="no features"):
         m({"paper": rtx.tensor(x["paper"])}, ei)
+
+
+def test_lazy_sizes_materialise_at_the_first_forward():
+    """``in_channels=-1`` (PyG's lazy form): the projections take their widths from the
+    first input, after which a PyG state_dict loads and the outputs agree."""
+    rng = np.random.default_rng(9)
+    x, ei = _graph(rng)
+    ref, eager = _pair({"paper": 6, "author": 4, "term": 5}, 8, 2, "float64")
+    m = HGTConv(-1, 8, META, heads=2).double()
+    xr = {t: rtx.tensor(v) for t, v in x.items()}
+    m(xr, ei)                                       # materialises kqv_lin's weights
+    assert m.kqv_lin.lins["author"].weight.shape == (24, 4)
+    m.load_state_dict(eager.state_dict())
+    got, want = m(xr, ei), eager(xr, ei)
+    for t in want:
+        np.testing.assert_allclose(got[t].numpy(), want[t].numpy(), rtol=1e-12, atol=1e-13)

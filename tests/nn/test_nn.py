@@ -353,7 +353,7 @@ def test_linear_forward_and_gradcheck(backend):
     with pytest.raises(ValueError, match="in_features=4"):
         m(rtx.ones(2, 5, dtype=rtx.float64))
     with pytest.raises(ValueError):
-        nn.Linear(-1, 2)
+        nn.Linear(-2, 2)  # -1 is a lazy size (PyG's Linear(-1, out): tests/nn/test_lazy.py)
 
 
 def test_linear_init_bounds_distribution_and_determinism():

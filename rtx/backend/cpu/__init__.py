@@ -23,6 +23,8 @@ from ._alloc import empty, own
 from .activation import CpuActivation
 from .creation import CpuCreation
 from .elementwise import CpuElementwise
+from .gatv2 import CpuGatv2
+from .grouped import CpuGrouped
 from .index import CpuIndex
 from .linalg import CpuLinalg
 from .message import CpuMessage
@@ -37,11 +39,13 @@ _ndarray = np.ndarray
 # The family overrides, in Backend's family order: each mixin overrides only ops
 # of its family (tests/backend/test_backend_layout.py).
 CPU_MIXINS = (CpuElementwise, CpuActivation, CpuReduction, CpuLinalg, CpuShape, CpuIndex,
-              CpuSegment, CpuMessage, CpuCreation)
+              CpuSegment, CpuMessage, CpuGatv2, CpuGrouped,
+              CpuCreation)
 
 
 class CpuBackend(CpuElementwise, CpuActivation, CpuReduction, CpuLinalg, CpuShape, CpuIndex,
-                 CpuSegment, CpuMessage, CpuCreation, Backend):
+                 CpuSegment, CpuMessage, CpuGatv2, CpuGrouped, CpuCreation,
+                 Backend):
     """Native CPU backend."""
 
     name = "cpu"

@@ -27,6 +27,7 @@ from ...functional import (
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
+from ..lazy import check_lazy_channels
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
@@ -89,11 +90,11 @@ class GATConv(Module):
             if len(in_channels) != 2:
                 raise ValueError(f"GATConv: in_channels must be an int or a (src, dst) pair, "
                                  f"got {in_channels!r}")
-            in_pair = (_int_arg(in_channels[0], "in_channels[0]", 1),
-                       _int_arg(in_channels[1], "in_channels[1]", 1))
+            in_pair = (check_lazy_channels(in_channels[0], "in_channels[0]", "GATConv"),
+                       check_lazy_channels(in_channels[1], "in_channels[1]", "GATConv"))
             self.in_channels: int | tuple[int, int] = in_pair
         else:
-            self.in_channels = _int_arg(in_channels, "in_channels", 1)
+            self.in_channels = check_lazy_channels(in_channels, "in_channels", "GATConv")
         self.out_channels = _int_arg(out_channels, "out_channels", 1)
         self.heads = _int_arg(heads, "heads", 1)
         if not 0.0 <= float(dropout) < 1.0:
@@ -129,24 +130,31 @@ class GATConv(Module):
         self.lin: Linear | None = None
         self.lin_src: Linear | None = None
         self.lin_dst: Linear | None = None
+        # -1 sizes are lazy (rtx/nn/lazy.py): the Linear is sized, and initialised
+        # by its glorot scheme, at the first input
         if isinstance(self.in_channels, int):
-            self.lin = Linear(self.in_channels, H * C, bias=False)
+            self.lin = Linear(self.in_channels, H * C, bias=False, weight_initializer="glorot")
             in_dst = self.in_channels
         else:
-            self.lin_src = Linear(self.in_channels[0], H * C, bias=False)
-            self.lin_dst = Linear(self.in_channels[1], H * C, bias=False)
+            self.lin_src = Linear(self.in_channels[0], H * C, bias=False,
+                                  weight_initializer="glorot")
+            self.lin_dst = Linear(self.in_channels[1], H * C, bias=False,
+                                  weight_initializer="glorot")
             in_dst = self.in_channels[1]
-        self.lin_edge: Linear | None = (Linear(self.edge_dim, H * C, bias=False)
-                                        if self.edge_dim is not None else None)
-        self.res: Linear | None = (Linear(in_dst, total_out, bias=False)
-                                   if self.residual else None)
+        self.lin_edge: Linear | None = (
+            Linear(self.edge_dim, H * C, bias=False, weight_initializer="glorot")
+            if self.edge_dim is not None else None)
+        self.res: Linear | None = (
+            Linear(in_dst, total_out, bias=False, weight_initializer="glorot")
+            if self.residual else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyG's initialisation: glorot weights and attention vectors, zero bias."""
+        """PyG's initialisation: glorot weights and attention vectors, zero bias (a
+        still-lazy ``Linear`` is initialised when sized)."""
         for lin in (self.lin, self.lin_src, self.lin_dst, self.lin_edge, self.res):
             if lin is not None:
-                _glorot_(lin.weight)
+                lin.reset_parameters()
         _glorot_(self.att_src)
         _glorot_(self.att_dst)
         if self.att_edge is not None:
@@ -156,9 +164,10 @@ class GATConv(Module):
 
     # ----------------------------------------------------------------- forward
     def _check_x(self, x: Any, width: int, what: str) -> Tensor:
+        """A ``[N, width]`` tensor (``width=-1``: any width, for the lazy sizes)."""
         if not isinstance(x, Tensor):
             raise TypeError(f"GATConv: {what} must be an rtx.Tensor, got {type(x).__name__}")
-        if x.ndim != 2 or x.shape[1] != width:
+        if x.ndim != 2 or (width >= 0 and x.shape[1] != width):
             raise ValueError(f"GATConv: {what} must have shape [num_nodes, {width}], got "
                              f"{x.shape}")
         return x
@@ -179,8 +188,8 @@ class GATConv(Module):
         edges, as PyG) and their attention ``[E', H]``.
         """
         H, C = self.heads, self.out_channels
-        in_src, in_dst = ((self.in_channels, self.in_channels)
-                          if isinstance(self.in_channels, int) else self.in_channels)
+        self._materialize(x)
+        in_src, in_dst = self._in_sizes()
         bipartite = isinstance(x, (tuple, list))
         x_dst: Tensor | None
         if bipartite:
@@ -246,6 +255,33 @@ class GATConv(Module):
             pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
             return out, (pairs, alpha)
         return out
+
+    def _materialize(self, x: Any) -> None:
+        """Size the lazy (``-1``) ``Linear`` s from the first input's widths (PyG);
+        nothing once sized (the width checks follow)."""
+        if isinstance(x, (tuple, list)):
+            if len(x) != 2:
+                raise ValueError("GATConv: bipartite input must be a pair (x_src, x_dst)")
+            xs, xd = self._check_x(x[0], -1, "x_src"), x[1]
+            xd = None if xd is None else self._check_x(xd, -1, "x_dst")
+        else:
+            xs = xd = self._check_x(x, -1, "x")
+        if self.lin is not None:
+            self.lin.materialize(xs.shape[1])
+        else:
+            assert self.lin_src is not None and self.lin_dst is not None
+            self.lin_src.materialize(xs.shape[1])
+            if xd is not None:
+                self.lin_dst.materialize(xd.shape[1])
+        if self.res is not None and xd is not None:
+            self.res.materialize(xd.shape[1])
+
+    def _in_sizes(self) -> tuple[int, int]:
+        """(source, target) input widths: the sized ``Linear`` s' (-1 while lazy)."""
+        if self.lin is not None:
+            return self.lin.in_features, self.lin.in_features
+        assert self.lin_src is not None and self.lin_dst is not None
+        return self.lin_src.in_features, self.lin_dst.in_features
 
     @staticmethod
     def _edge_index(edge_index: Any, n_src: int, n_dst: int) -> EdgeIndex:

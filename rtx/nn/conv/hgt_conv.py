@@ -10,43 +10,18 @@ from typing import Any
 import numpy as np
 
 from ...backend.index_plan import EdgeIndex, as_edge_index
-from ...creation import empty, ones
+from ...creation import ones
 from ...data.naming import check_edge_type, check_name
 from ...functional import concat, index_select, message_passing, segment_softmax
 from ...tensor import Tensor
 from .. import functional as F
-from .. import init
-from ..containers import ModuleDict
-from ..linear import Linear
+from ..hetero_linear import HeteroDictLinear, HeteroLinear
 from ..module import Module
 from ..parameter import Parameter
 
 __all__ = ["HGTConv"]
 
 EdgeType = tuple[str, str, str]
-
-
-class _DictLinear(Module):
-    """One ``Linear`` per node type under ``lins.<type>`` (the parameter layout of
-    PyG's ``HeteroDictLinear``, which HGTConv's state_dict uses)."""
-
-    def __init__(self, in_channels: Mapping[str, int], out_channels: int) -> None:
-        super().__init__()
-        self.lins = ModuleDict({t: Linear(c, out_channels) for t, c in in_channels.items()})
-
-    def forward(self, x_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        return {t: self.lins[t](x) for t, x in x_dict.items() if t in self.lins}
-
-
-class _TypedWeight(Module):
-    """``weight [num_types, dim, dim]``, applied as ``x @ weight[type]`` (PyG's
-    ``HeteroLinear(dim, dim, num_types, bias=False)`` layout)."""
-
-    def __init__(self, num_types: int, dim: int) -> None:
-        super().__init__()
-        self.weight = Parameter(empty(num_types, dim, dim))
-        bound = 1.0 / math.sqrt(dim)  # kaiming_uniform(a=sqrt(5)) over fan_in = dim
-        init.uniform_(self.weight, -bound, bound)
 
 
 class _ParamDict(Module):
@@ -102,19 +77,19 @@ class HGTConv(Module):
         if not isinstance(in_channels, Mapping):
             in_channels = {t: in_channels for t in node_types}
         for t, c in in_channels.items():
-            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                raise ValueError(f"HGTConv: in_channels[{t!r}] must be a positive int, got "
-                                 f"{c!r} (lazy sizes are not supported by HGTConv yet)")
+            if isinstance(c, bool) or not isinstance(c, int) or not (c >= 1 or c == -1):
+                raise ValueError(f"HGTConv: in_channels[{t!r}] must be a positive int or -1 "
+                                 f"(lazy), got {c!r}")
         self.in_channels = dict(in_channels)
         self.out_channels, self.heads = out_channels, heads
         self.node_types, self.edge_types = node_types, edge_types
         self.edge_types_map = {et: i for i, et in enumerate(edge_types)}
         self.dst_node_types = {et[2] for et in edge_types}
         dim = out_channels // heads
-        self.kqv_lin = _DictLinear(self.in_channels, 3 * out_channels)
-        self.out_lin = _DictLinear({t: out_channels for t in node_types}, out_channels)
-        self.k_rel = _TypedWeight(heads * len(edge_types), dim)
-        self.v_rel = _TypedWeight(heads * len(edge_types), dim)
+        self.kqv_lin = HeteroDictLinear(self.in_channels, 3 * out_channels)
+        self.out_lin = HeteroDictLinear(out_channels, out_channels, types=node_types)
+        self.k_rel = HeteroLinear(dim, dim, heads * len(edge_types), is_sorted=True, bias=False)
+        self.v_rel = HeteroLinear(dim, dim, heads * len(edge_types), is_sorted=True, bias=False)
         self.skip = _ParamDict({t: Parameter(ones(1)) for t in node_types})
         self.p_rel = _ParamDict({"__".join(et): Parameter(ones(1, heads))
                                  for et in edge_types})
@@ -123,7 +98,7 @@ class HGTConv(Module):
         self._rel_rows = {et: np.arange(heads, dtype=np.int64) * R + i
                           for et, i in self.edge_types_map.items()}
 
-    def _relate(self, typed: _TypedWeight, x: Tensor, et: EdgeType) -> Tensor:
+    def _relate(self, typed: HeteroLinear, x: Tensor, et: EdgeType) -> Tensor:
         """``x [N, H, D]`` with each head through its relation's ``[D, D]`` matrix."""
         w = index_select(typed.weight, self._rel_rows[et])          # [H, D, D]
         return (x.permute(1, 0, 2) @ w).permute(1, 0, 2)              # [N, H, D]
@@ -143,7 +118,7 @@ class HGTConv(Module):
             if want is None:
                 raise ValueError(f"HGTConv: x_dict has node type {t!r}, which has no "
                                  f"in_channels")
-            if x.ndim != 2 or x.shape[1] != want:
+            if x.ndim != 2 or (want != -1 and x.shape[1] != want):
                 raise ValueError(f"HGTConv: features of node type {t!r} must have shape "
                                  f"[num_nodes, {want}], got {x.shape}")
         k_dict, q_dict, v_dict = {}, {}, {}

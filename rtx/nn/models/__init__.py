@@ -2,6 +2,7 @@
 
 from .hetgat import HetGAT
 from .hgt import HGT
+from .rgcn import RGCN
 from .simple_hgn import SimpleHGN
 
-__all__ = ["HGT", "HetGAT", "SimpleHGN"]
+__all__ = ["HGT", "HetGAT", "RGCN", "SimpleHGN"]

@@ -1,0 +1,75 @@
+"""Fused GATv2 score rule: ``score[e, h] = sum_c att[h, c] * leaky_relu(xl[src[e], h, c]
++ xr[dst[e], h, c] [+ xe[e, h, c]])`` (backend family ``rtx/backend/gatv2.py``).
+
+``edge_index`` reaching the rule is always an ``EdgeIndex`` (checked once by
+the face); the backward recomputes the per-edge sums from the saved inputs, so
+nothing ``[E, H, C]``-sized is kept between the passes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .base import Op
+
+
+class Gatv2Scores(Op):
+    """GATv2's attention logits, fused: ``[E, H]`` with
+
+    ``score[e, h] = sum_c att[h, c] * leaky_relu(xl[src[e], h, c] + xr[dst[e], h, c]
+    (+ xe[e, h, c]))``
+
+    ``xl``: ``[N_src, H, C]`` (transformed sources), ``xr``: ``[N_dst, H, C]``
+    (transformed targets), ``att``: ``[H, C]``, ``xe``: optional ``[E, H, C]``
+    (transformed edge features); ``edge_index``: int ``[2, E]`` or an
+    ``EdgeIndex``.  Neither pass forms the ``[E, H, C]`` sum (PyG's
+    ``GATv2Conv`` does): the backward recomputes it edge by edge (``grad_xr``
+    and ``grad_att`` over the target grouping, ``grad_xl`` over the source
+    grouping).
+    """
+
+    signature = ("xl: Data, xr: Tensor, att: Tensor, edge_index: EdgeIndex(src=xl, dst=xr), "
+                 "negative_slope: float, xe: OptTensor = None")
+    faces = ("function", "nn")
+    name = "gatv2_scores"
+    saves = (0, 1, 2, 4)
+    fresh_grads = True
+
+    @staticmethod
+    def check(xl, xr, att, edge_index, negative_slope, xe):
+        op = "gatv2_scores"
+        dt = xl.dtype
+        for what, t in (("xr", xr), ("att", att), ("xe", xe)):
+            if t is not None and t.dtype != dt:
+                raise TypeError(f"{op}(): {what} dtype {t.dtype} != xl dtype {dt}")
+        if xl.ndim != 3:
+            raise ValueError(f"{op}(): xl must be [N_src, H, C], got shape {xl.shape}")
+        H, C = xl.shape[1], xl.shape[2]
+        if xr.ndim != 3 or tuple(xr.shape[1:]) != (H, C):
+            raise ValueError(f"{op}(): xr must be [N_dst, {H}, {C}], got shape {xr.shape}")
+        if tuple(att.shape) != (H, C):
+            raise ValueError(f"{op}(): att must be [{H}, {C}], got shape {att.shape}")
+        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
+            raise TypeError(f"{op}(): negative_slope must be a number, got {negative_slope!r}")
+        if not math.isfinite(float(negative_slope)):
+            raise ValueError(f"{op}(): negative_slope must be finite, got {negative_slope!r}")
+        if xe is not None and tuple(xe.shape) != (edge_index.num_edges, H, C):
+            raise ValueError(f"{op}(): xe must be [{edge_index.num_edges}, {H}, {C}] (one row "
+                             f"per edge), got shape {xe.shape}")
+
+    @staticmethod
+    def forward(ctx, B, xl, xr, att, edge_index, xe, negative_slope):
+        slope = float(negative_slope)
+        out = B.gatv2_scores(xl, xr, att, edge_index, slope, xe)
+        ctx.xl, ctx.xr, ctx.att, ctx.xe = xl, xr, att, xe
+        ctx.edge_index, ctx.slope = edge_index, slope
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        nxl, nxr, natt, _, nxe = ctx.needs_input_grad
+        need = (bool(nxl), bool(nxr), bool(natt), bool(nxe) and ctx.xe is not None)
+        gxl, gxr, gatt, gxe = B.gatv2_scores_backward(g, ctx.xl, ctx.xr, ctx.att,
+                                                      ctx.edge_index, ctx.slope, ctx.xe,
+                                                      need=need)
+        return (gxl, gxr, gatt, None, gxe)

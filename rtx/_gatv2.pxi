@@ -1,0 +1,527 @@
+# Fused GATv2 attention scores and their gradients, never forming the
+# (E, H, C) per-edge sum that PyG's GATv2Conv materialises.
+#
+#   z[e, h, c]   = xl[src[e], h, c] + xr[dst[e], h, c] (+ xe[e, h, c])
+#   score[e, h]  = sum_c att[h, c] * lrelu(z[e, h, c])
+#   gz[e, h, c]  = g[e, h] * att[h, c] * lrelu'(z[e, h, c])      (lrelu'(0) = slope)
+#
+#   gatv2_scores_csr:      score, over the TARGET grouping (each score written once;
+#                          a target's xr row read once, source rows prefetched)
+#   gatv2_bwd_dst:         over the TARGET grouping: grad_xr[r] = sum of gz over r's
+#                          incoming edges; grad_xe[e] = gz[e]; grad_att partial sums
+#                          (in double) per chunk of targets (chunks cut from the data alone, never
+#                          from the thread count; the caller adds the chunks in order)
+#   gatv2_bwd_src:         over the SOURCE grouping: grad_xl[s] = sum of gz over s's
+#                          outgoing edges
+#
+# Rows are (H*C) wide; every output row / partial is reduced by one thread in
+# increasing edge position, so the bits never depend on the thread count.
+# Index arrays must come from checked plans (src < len(xl), dst < len(xr)).
+
+cdef enum:
+    # Targets + edges per grad_att chunk (the chunk count depends on the data only).
+    GATV2_ATT_CHUNK_WORK = 8192
+    GATV2_ATT_MAX_CHUNKS = 1024
+
+
+cdef enum:
+    # Channels per stack block of the vectorisable inner loops.
+    GATV2_BLOCK = 64
+
+
+cdef inline void _gatv2_zd(const real* a, const real* b, const real* ee, bint has_e,
+                           real slope, real* z, real* d, Py_ssize_t n) noexcept nogil:
+    """z = a + b (+ ee), d = lrelu'(z) (1 where z > 0, else slope; a NaN gets slope
+    and stays NaN through z * d), for n channels.  Plain loops the compiler
+    vectorises (the select becomes a blend: a scalar branch on random signs
+    mispredicts half the time, 6x slower measured)."""
+    cdef Py_ssize_t j
+    if has_e:
+        for j in range(n):
+            z[j] = a[j] + b[j] + ee[j]
+    else:
+        for j in range(n):
+            z[j] = a[j] + b[j]
+    for j in range(n):
+        d[j] = 1 if z[j] > 0 else slope
+
+
+cdef inline void _gatv2_prefetch(const index_t* other, const int64_t* perm, Py_ssize_t k,
+                                 Py_ssize_t kend, const real* rows, Py_ssize_t F,
+                                 const void* per_edge, size_t edge_bytes) noexcept nogil:
+    """Two-stage prefetch for grouping position k: the index entry and the
+    per-edge row (scores / gradients) of position k + 2A, then the feature row
+    of position k + A, whose index is in cache by then (A = CSR_PREFETCH_AHEAD).
+    Without the first stage the index load itself misses and stalls the loop
+    (most of the forward's time at E = 1M, measured with perf)."""
+    cdef int64_t e2
+    if k + 2 * CSR_PREFETCH_AHEAD < kend:
+        e2 = perm[k + 2 * CSR_PREFETCH_AHEAD]
+        rtx_prefetch(other + e2)
+        rtx_prefetch(<const char*>per_edge + e2 * <int64_t>edge_bytes)
+    if k + CSR_PREFETCH_AHEAD < kend:
+        rtx_prefetch_row(rows + <Py_ssize_t>other[perm[k + CSR_PREFETCH_AHEAD]] * F,
+                         <size_t>F * sizeof(real))
+
+
+cdef inline void _gatv2_terms(const real* a, const real* b, const real* ee, bint has_e,
+                              const real* att, real slope, real* t, real* d,
+                              Py_ssize_t n) noexcept nogil:
+    """t[j] = att[j] * lrelu(a[j] + b[j] (+ ee[j])) for n channels (``d``: scratch)."""
+    cdef Py_ssize_t j
+    _gatv2_zd(a, b, ee, has_e, slope, t, d, n)
+    for j in range(n):
+        t[j] = att[j] * (t[j] * d[j])
+
+
+cdef inline real _gatv2_sum(const real* t, Py_ssize_t n) noexcept nogil:
+    """sum of t[0:n] in a fixed order: four partial sums (t[j] into sum j % 4),
+    then (s0 + s1) + (s2 + s3)."""
+    cdef real s0 = 0
+    cdef real s1 = 0
+    cdef real s2 = 0
+    cdef real s3 = 0
+    cdef Py_ssize_t j = 0
+    while j + 4 <= n:
+        s0 = s0 + t[j]
+        s1 = s1 + t[j + 1]
+        s2 = s2 + t[j + 2]
+        s3 = s3 + t[j + 3]
+        j = j + 4
+    if j < n:
+        s0 = s0 + t[j]
+    if j + 1 < n:
+        s1 = s1 + t[j + 1]
+    if j + 2 < n:
+        s2 = s2 + t[j + 2]
+    return (s0 + s1) + (s2 + s3)
+
+
+cdef inline void _gatv2_edge_scores(const real* a, const real* b, const real* ee, bint has_e,
+                                    const real* att, Py_ssize_t H, Py_ssize_t C, real slope,
+                                    real* out) noexcept nogil:
+    """out[h] = sum_c att[h, c] * lrelu(a + b (+ ee))[h, c] for one edge, every head:
+    the terms of GATV2_BLOCK channels at a time, each head's sum over its C
+    terms (c % 4 partial sums within the head, so the bits do not depend on
+    the blocking)."""
+    cdef real t[GATV2_BLOCK]
+    cdef real d[GATV2_BLOCK]
+    cdef real s0, s1, s2, s3
+    cdef Py_ssize_t h, c0, n, j, lo, hi
+    if C <= GATV2_BLOCK:
+        # whole heads per block
+        h = 0
+        while h < H:
+            n = GATV2_BLOCK // C
+            if n > H - h:
+                n = H - h
+            _gatv2_terms(a + h * C, b + h * C, ee + h * C if has_e else NULL, has_e,
+                         att + h * C, slope, t, d, n * C)
+            for j in range(n):
+                out[h + j] = _gatv2_sum(t + j * C, C)
+            h = h + n
+        return
+    for h in range(H):  # long heads: blocks of one head, partial sums carried over
+        s0 = 0
+        s1 = 0
+        s2 = 0
+        s3 = 0
+        c0 = 0
+        while c0 < C:
+            n = C - c0 if C - c0 < GATV2_BLOCK else GATV2_BLOCK
+            lo = h * C + c0
+            _gatv2_terms(a + lo, b + lo, ee + lo if has_e else NULL, has_e, att + lo, slope,
+                         t, d, n)
+            j = 0
+            while j + 4 <= n:
+                s0 = s0 + t[j]
+                s1 = s1 + t[j + 1]
+                s2 = s2 + t[j + 2]
+                s3 = s3 + t[j + 3]
+                j = j + 4
+            hi = n - j  # < 4 left: only in the head's last block (GATV2_BLOCK % 4 == 0)
+            if hi > 0:
+                s0 = s0 + t[j]
+            if hi > 1:
+                s1 = s1 + t[j + 1]
+            if hi > 2:
+                s2 = s2 + t[j + 2]
+            c0 = c0 + n
+        out[h] = (s0 + s1) + (s2 + s3)
+
+
+cdef void _gatv2_fwd_rows(const real* xl, const real* xr, const real* xe, bint has_e,
+                          const real* att, const index_t* sp, const int64_t* perm,
+                          const int64_t* ptr, Py_ssize_t H, Py_ssize_t C, real slope,
+                          real* out, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Targets [r0, r1) of the target grouping: each target's xr row is read once
+    for all its incoming edges; the source rows are prefetched ahead."""
+    cdef Py_ssize_t r, k, kend
+    cdef Py_ssize_t F = H * C
+    cdef int64_t e
+    cdef const real* a
+    cdef const real* b
+    cdef const real* ee = NULL
+    kend = ptr[r1]
+    for r in range(r0, r1):
+        b = xr + r * F
+        for k in range(ptr[r], ptr[r + 1]):
+            _gatv2_prefetch(sp, perm, k, kend, xl, F, <const void*>out, H * sizeof(real))
+            e = perm[k]
+            a = xl + <Py_ssize_t>sp[e] * F
+            if has_e:
+                ee = xe + e * F
+            _gatv2_edge_scores(a, b, ee, has_e, att, H, C, slope, out + e * H)
+
+
+cdef _check_gatv2_shapes(Py_ssize_t nl, Py_ssize_t F, Py_ssize_t nr, Py_ssize_t Fr,
+                         Py_ssize_t H, Py_ssize_t C, Py_ssize_t E, Py_ssize_t ns,
+                         Py_ssize_t nd, bint has_e, Py_ssize_t xe0, Py_ssize_t xe1, str op):
+    if H < 1 or C < 0 or H * C != F or Fr != F:
+        raise ValueError(f"{op}: xl, xr must be (rows, H*C) with att (H, C)")
+    if ns != E or nd != E:
+        raise ValueError(f"{op}: src and dst must have one entry per edge")
+    if has_e and (xe0 != E or xe1 != F):
+        raise ValueError(f"{op}: xe must be (E, H*C)")
+    if E > 0 and F > 0 and (nl == 0 or nr == 0):
+        raise IndexError(f"{op}: no rows to gather from")
+
+
+cdef void _gatv2_bwd_rows(const real* gp, const real* xl, const real* xr, const real* xe,
+                          bint has_e, const real* att, const index_t* other, bint by_dst,
+                          const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
+                          Py_ssize_t C, real slope, real* grow, bint need_row,
+                          real* gxe, bint need_e, double* part, bint need_att,
+                          Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Rows [r0, r1) of one grouping.  ``by_dst``: row r is a target (its own
+    features are xr[r], the other end xl[other[e]]); else a source (xl[r], and
+    xr[other[e]]).  Accumulates gz into grow[r] (need_row), writes gxe[e]
+    (need_e) and adds g * lrelu(z) into ``part`` (need_att, zeroed by the caller).
+    z is summed as in the forward (xl term, xr term, xe term)."""
+    cdef real z[GATV2_BLOCK]
+    cdef real d[GATV2_BLOCK]
+    cdef Py_ssize_t r, k, h, j, c0, n, o, kend
+    cdef Py_ssize_t F = H * C
+    cdef int64_t e
+    cdef const real* own
+    cdef const real* oth
+    cdef const real* lrow
+    cdef const real* rrow
+    cdef real* row = NULL
+    cdef real gh
+    kend = ptr[r1]
+    for r in range(r0, r1):
+        if by_dst:
+            own = xr + r * F
+        else:
+            own = xl + r * F
+        if need_row:
+            row = grow + r * F
+            memset(row, 0, <size_t>F * sizeof(real))
+        for k in range(ptr[r], ptr[r + 1]):
+            _gatv2_prefetch(other, perm, k, kend, xl if by_dst else xr, F,
+                            <const void*>gp, H * sizeof(real))
+            e = perm[k]
+            oth = (xl if by_dst else xr) + <Py_ssize_t>other[e] * F
+            lrow = oth if by_dst else own
+            rrow = own if by_dst else oth
+            for h in range(H):
+                gh = gp[e * H + h]
+                c0 = 0
+                while c0 < C:
+                    n = C - c0 if C - c0 < GATV2_BLOCK else GATV2_BLOCK
+                    o = h * C + c0
+                    _gatv2_zd(lrow + o, rrow + o, xe + e * F + o if has_e else NULL, has_e,
+                              slope, z, d, n)
+                    if need_att:
+                        for j in range(n):
+                            part[o + j] = part[o + j] + <double>(gh * (z[j] * d[j]))
+                    for j in range(n):
+                        z[j] = gh * att[o + j] * d[j]  # gz
+                    if need_row:
+                        for j in range(n):
+                            row[o + j] = row[o + j] + z[j]
+                    if need_e:
+                        for j in range(n):
+                            gxe[e * F + o + j] = z[j]
+                    c0 = c0 + n
+
+
+# ------------------------------------------------------------ the CSR driver
+# One job struct for the three passes; each row function casts it back and
+# dispatches on the dtype and the index width, then runs on ``_csr_parallel``
+# (rtx/_csr.pxi): rows [r0, r1) of one grouping, each output row written by
+# one call, so the bits never depend on the thread count or the split.
+
+ctypedef struct Gatv2Job:
+    const void* grad    # backward: g (E, H)
+    const void* xl
+    const void* xr
+    const void* xe
+    bint has_e
+    const void* att
+    const void* other   # forward / by-target backward: src; by-source backward: dst
+    bint idx64
+    bint by_dst
+    const int64_t* perm
+    const int64_t* ptr
+    Py_ssize_t H
+    Py_ssize_t C
+    double slope
+    void* out           # forward: scores; backward: grad_xr (by target) / grad_xl
+    bint need_row
+    void* gxe
+    bint need_e
+    double* part
+    bint need_att
+    const Py_ssize_t* bounds  # by-target backward: the grad_att chunks' target ranges
+    bint dbl
+
+
+cdef void _gatv2_fwd_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    cdef const Gatv2Job* j = <const Gatv2Job*>job
+    if j.dbl:
+        if j.idx64:
+            _gatv2_fwd_rows(<const double*>j.xl, <const double*>j.xr, <const double*>j.xe,
+                            j.has_e, <const double*>j.att, <const int64_t*>j.other, j.perm,
+                            j.ptr, j.H, j.C, <double>j.slope, <double*>j.out, r0, r1)
+        else:
+            _gatv2_fwd_rows(<const double*>j.xl, <const double*>j.xr, <const double*>j.xe,
+                            j.has_e, <const double*>j.att, <const int32_t*>j.other, j.perm,
+                            j.ptr, j.H, j.C, <double>j.slope, <double*>j.out, r0, r1)
+    else:
+        if j.idx64:
+            _gatv2_fwd_rows(<const float*>j.xl, <const float*>j.xr, <const float*>j.xe,
+                            j.has_e, <const float*>j.att, <const int64_t*>j.other, j.perm,
+                            j.ptr, j.H, j.C, <float>j.slope, <float*>j.out, r0, r1)
+        else:
+            _gatv2_fwd_rows(<const float*>j.xl, <const float*>j.xr, <const float*>j.xe,
+                            j.has_e, <const float*>j.att, <const int32_t*>j.other, j.perm,
+                            j.ptr, j.H, j.C, <float>j.slope, <float*>j.out, r0, r1)
+
+
+cdef void _gatv2_bwd_range(const Gatv2Job* j, double* part, Py_ssize_t r0,
+                           Py_ssize_t r1) noexcept nogil:
+    if j.dbl:
+        if j.idx64:
+            _gatv2_bwd_rows(<const double*>j.grad, <const double*>j.xl, <const double*>j.xr,
+                            <const double*>j.xe, j.has_e, <const double*>j.att,
+                            <const int64_t*>j.other, j.by_dst, j.perm, j.ptr, j.H, j.C,
+                            <double>j.slope, <double*>j.out, j.need_row, <double*>j.gxe,
+                            j.need_e, part, j.need_att, r0, r1)
+        else:
+            _gatv2_bwd_rows(<const double*>j.grad, <const double*>j.xl, <const double*>j.xr,
+                            <const double*>j.xe, j.has_e, <const double*>j.att,
+                            <const int32_t*>j.other, j.by_dst, j.perm, j.ptr, j.H, j.C,
+                            <double>j.slope, <double*>j.out, j.need_row, <double*>j.gxe,
+                            j.need_e, part, j.need_att, r0, r1)
+    else:
+        if j.idx64:
+            _gatv2_bwd_rows(<const float*>j.grad, <const float*>j.xl, <const float*>j.xr,
+                            <const float*>j.xe, j.has_e, <const float*>j.att,
+                            <const int64_t*>j.other, j.by_dst, j.perm, j.ptr, j.H, j.C,
+                            <float>j.slope, <float*>j.out, j.need_row, <float*>j.gxe,
+                            j.need_e, part, j.need_att, r0, r1)
+        else:
+            _gatv2_bwd_rows(<const float*>j.grad, <const float*>j.xl, <const float*>j.xr,
+                            <const float*>j.xe, j.has_e, <const float*>j.att,
+                            <const int32_t*>j.other, j.by_dst, j.perm, j.ptr, j.H, j.C,
+                            <float>j.slope, <float*>j.out, j.need_row, <float*>j.gxe,
+                            j.need_e, part, j.need_att, r0, r1)
+
+
+cdef void _gatv2_bwd_src_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    _gatv2_bwd_range(<const Gatv2Job*>job, NULL, r0, r1)
+
+
+cdef void _gatv2_bwd_dst_chunk(const void* job, Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """The by-target pass runs over grad_att CHUNKS [c0, c1) (the driver's rows
+    are chunks here): chunk c is targets [bounds[c], bounds[c + 1]) with its own
+    partial row part[c] (cut from the data alone, never from the thread count)."""
+    cdef const Gatv2Job* j = <const Gatv2Job*>job
+    cdef Py_ssize_t c
+    cdef Py_ssize_t F = j.H * j.C
+    for c in range(c0, c1):
+        _gatv2_bwd_range(j, j.part + c * F if j.need_att else NULL, j.bounds[c],
+                         j.bounds[c + 1])
+
+
+cdef void _gatv2_job(Gatv2Job* job, const void* xl, const void* xr, const void* xe,
+                     bint has_e, const void* att, const void* other, bint idx64,
+                     const int64_t* perm, const int64_t* ptr, Py_ssize_t H, Py_ssize_t C,
+                     double slope, bint dbl) noexcept nogil:
+    memset(job, 0, sizeof(Gatv2Job))
+    job.xl = xl
+    job.xr = xr
+    job.xe = xe
+    job.has_e = has_e
+    job.att = att
+    job.other = other
+    job.idx64 = idx64
+    job.perm = perm
+    job.ptr = ptr
+    job.H = H
+    job.C = C
+    job.slope = slope
+    job.dbl = dbl
+
+
+def gatv2_scores_csr(const real[:, ::1] xl, const real[:, ::1] xr, const real[:, ::1] att,
+                     const index_t[::1] src, const real[:, ::1] xe, bint has_e,
+                     double negative_slope, const int64_t[::1] perm, const int64_t[::1] ptr,
+                     real[:, ::1] out, int num_threads):
+    """out[e, h] = sum_c att[h, c] * lrelu(xl[src[e], h-block] + xr[dst[e], h-block]
+    (+ xe[e, h-block]))[c], over the TARGET grouping (``perm``/``ptr`` over xr's
+    rows; each score written once).  ``xl`` (N_src, H*C), ``xr`` (N_dst, H*C),
+    ``att`` (H, C), ``out`` (E, H); ``xe`` (E, H*C), read only when ``has_e``."""
+    cdef Py_ssize_t E = out.shape[0]
+    cdef Py_ssize_t H = att.shape[0]
+    cdef Py_ssize_t C = att.shape[1]
+    cdef Py_ssize_t F = xl.shape[1]
+    cdef Py_ssize_t N = xr.shape[0]
+    cdef Gatv2Job job
+    cdef int T, rc
+    if out.shape[1] != H:
+        raise ValueError("gatv2_scores_csr: out must be (E, H)")
+    _check_gatv2_shapes(xl.shape[0], F, N, xr.shape[1], H, C, E, src.shape[0], E, has_e,
+                        xe.shape[0], xe.shape[1], "gatv2_scores_csr")
+    _check_grouping(perm, ptr, E, N, "gatv2_scores_csr")
+    _reset_seen()
+    if E == 0:
+        return
+    if F == 0:
+        out[:, :] = 0
+        return
+    _gatv2_job(&job, &xl[0, 0], &xr[0, 0], &xe[0, 0] if has_e else NULL, has_e, &att[0, 0],
+               &src[0], index_t is int64_t, &perm[0], &ptr[0], H, C, negative_slope,
+               real is double)
+    job.out = &out[0, 0]
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _csr_parallel(_gatv2_fwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
+    if rc != 0:
+        raise MemoryError("gatv2_scores_csr: out of memory")
+
+
+def gatv2_att_chunks(Py_ssize_t E, Py_ssize_t N):
+    """How many grad_att partial rows ``gatv2_bwd_dst`` fills for E edges over N
+    targets (a function of the data size only)."""
+    cdef Py_ssize_t n = (E + N) // GATV2_ATT_CHUNK_WORK
+    if n > GATV2_ATT_MAX_CHUNKS:
+        n = GATV2_ATT_MAX_CHUNKS
+    if n > N:
+        n = N
+    return n if n > 0 else 1
+
+
+def gatv2_bwd_dst(const real[:, ::1] grad, const real[:, ::1] xl, const real[:, ::1] xr,
+                  const real[:, ::1] att, const index_t[::1] src, const real[:, ::1] xe,
+                  bint has_e, double negative_slope, const int64_t[::1] perm,
+                  const int64_t[::1] ptr, real[:, ::1] grad_xr, bint need_xr,
+                  real[:, ::1] grad_xe, bint need_e, double[:, ::1] att_part, bint need_att,
+                  int num_threads):
+    """Backward over the TARGET grouping (``perm``/``ptr`` over xr's rows):
+    ``grad_xr`` (need_xr), ``grad_xe`` (E, H*C; need_e, only with has_e) and, when
+    need_att, ``att_part`` (float64, gatv2_att_chunks(E, N) rows of H*C): per chunk
+    of targets the sum of g * lrelu(z) (accumulated in double), to be added up in
+    row order by the caller."""
+    cdef Py_ssize_t E = grad.shape[0]
+    cdef Py_ssize_t H = att.shape[0]
+    cdef Py_ssize_t C = att.shape[1]
+    cdef Py_ssize_t F = xl.shape[1]
+    cdef Py_ssize_t N = xr.shape[0]
+    cdef Py_ssize_t c, nchunks
+    cdef Py_ssize_t* bounds
+    cdef int64_t* cptr
+    cdef Gatv2Job job
+    cdef int T, rc
+    need_e = need_e and has_e
+    if grad.shape[1] != H:
+        raise ValueError("gatv2_bwd_dst: grad must be (E, H)")
+    _check_gatv2_shapes(xl.shape[0], F, N, xr.shape[1], H, C, E, src.shape[0], E, has_e,
+                        xe.shape[0], xe.shape[1], "gatv2_bwd_dst")
+    _check_grouping(perm, ptr, E, N, "gatv2_bwd_dst")
+    nchunks = gatv2_att_chunks(E, N)
+    if need_xr and (grad_xr.shape[0] != N or grad_xr.shape[1] != F):
+        raise ValueError("gatv2_bwd_dst: grad_xr must be (N_dst, H*C)")
+    if need_e and (grad_xe.shape[0] != E or grad_xe.shape[1] != F):
+        raise ValueError("gatv2_bwd_dst: grad_xe must be (E, H*C)")
+    if need_att and (att_part.shape[0] != nchunks or att_part.shape[1] != F):
+        raise ValueError("gatv2_bwd_dst: att_part must be (gatv2_att_chunks(E, N), H*C)")
+    _reset_seen()
+    if need_att:
+        att_part[:, :] = 0
+    if N == 0 or F == 0:
+        return
+    if E == 0:
+        if need_xr:
+            grad_xr[:, :] = 0
+        return
+    _gatv2_job(&job, &xl[0, 0], &xr[0, 0], &xe[0, 0] if has_e else NULL, has_e, &att[0, 0],
+               &src[0], index_t is int64_t, &perm[0], &ptr[0], H, C, negative_slope,
+               real is double)
+    job.grad = &grad[0, 0]
+    job.by_dst = True
+    job.out = &grad_xr[0, 0] if need_xr else NULL
+    job.need_row = need_xr
+    job.gxe = &grad_xe[0, 0] if need_e else NULL
+    job.need_e = need_e
+    job.part = &att_part[0, 0] if need_att else NULL
+    job.need_att = need_att
+    bounds = <Py_ssize_t*>malloc(<size_t>(nchunks + 1) * sizeof(Py_ssize_t))
+    cptr = <int64_t*>malloc(<size_t>(nchunks + 1) * sizeof(int64_t))
+    if bounds == NULL or cptr == NULL:
+        free(bounds)
+        free(cptr)
+        raise MemoryError("gatv2_bwd_dst: out of memory")
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        _csr_split(&ptr[0], N, nchunks, bounds)
+        for c in range(nchunks + 1):
+            cptr[c] = ptr[bounds[c]] + bounds[c]  # the chunks' work, for the driver's balance
+        job.bounds = bounds
+        rc = _csr_parallel(_gatv2_bwd_dst_chunk, &job, cptr, nchunks, T, CSR_DYNAMIC)
+    free(bounds)
+    free(cptr)
+    if rc != 0:
+        raise MemoryError("gatv2_bwd_dst: out of memory")
+
+
+def gatv2_bwd_src(const real[:, ::1] grad, const real[:, ::1] xl, const real[:, ::1] xr,
+                  const real[:, ::1] att, const index_t[::1] dst, const real[:, ::1] xe,
+                  bint has_e, double negative_slope, const int64_t[::1] perm,
+                  const int64_t[::1] ptr, real[:, ::1] grad_xl, int num_threads):
+    """Backward over the SOURCE grouping (``perm``/``ptr`` over xl's rows):
+    ``grad_xl[s]`` = sum of gz over the edges leaving s."""
+    cdef Py_ssize_t E = grad.shape[0]
+    cdef Py_ssize_t H = att.shape[0]
+    cdef Py_ssize_t C = att.shape[1]
+    cdef Py_ssize_t F = xl.shape[1]
+    cdef Py_ssize_t N = xl.shape[0]
+    cdef Gatv2Job job
+    cdef int T, rc
+    if grad.shape[1] != H:
+        raise ValueError("gatv2_bwd_src: grad must be (E, H)")
+    _check_gatv2_shapes(N, F, xr.shape[0], xr.shape[1], H, C, E, E, dst.shape[0], has_e,
+                        xe.shape[0], xe.shape[1], "gatv2_bwd_src")
+    _check_grouping(perm, ptr, E, N, "gatv2_bwd_src")
+    if grad_xl.shape[0] != N or grad_xl.shape[1] != F:
+        raise ValueError("gatv2_bwd_src: grad_xl must be (N_src, H*C)")
+    _reset_seen()
+    if N == 0 or F == 0:
+        return
+    if E == 0:
+        grad_xl[:, :] = 0
+        return
+    _gatv2_job(&job, &xl[0, 0], &xr[0, 0], &xe[0, 0] if has_e else NULL, has_e, &att[0, 0],
+               &dst[0], index_t is int64_t, &perm[0], &ptr[0], H, C, negative_slope,
+               real is double)
+    job.grad = &grad[0, 0]
+    job.by_dst = False
+    job.out = &grad_xl[0, 0]
+    job.need_row = True
+    T = _segment_threads(num_threads, E, N, F, sizeof(real))
+    with nogil:
+        rc = _csr_parallel(_gatv2_bwd_src_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
+    if rc != 0:
+        raise MemoryError("gatv2_bwd_src: out of memory")
