@@ -856,6 +856,11 @@ def test_inplace_ops_write_nothing_when_they_raise(data, name):
         if bad_cast:
             raise Expect(RuntimeError)
         dst = a.copy()
+        if isinstance(o, np.ndarray) and o.ndim == 0 and name != "copy":
+            # PyTorch's promotion (docs/architecture.md, "one promotion rule"): a 0-d
+            # operand of the same or a lower kind computes in the tensor's dtype
+            # (float32 * float64 0-d is a float32 product); numpy would use float64
+            o = o.astype(a.dtype)
         with np.errstate(all="ignore"):
             if name == "copy":       # numpy's copyto rules (it also drops leading 1-dims)
                 try:
