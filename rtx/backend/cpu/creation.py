@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ._alloc import empty
+from .elementwise import pair_dtype
 
 
 def _overlaps_itself(a: np.ndarray) -> bool:
@@ -53,5 +54,11 @@ class CpuCreation:
                 raise ValueError(
                     f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}"
                 )
+            if type(src) is np.ndarray and src.dtype != dst.dtype:
+                # computed in PyTorch's result dtype, then cast into dst (numpy would
+                # compute a float32 tensor times a float64 0-d array in float64)
+                ct = pair_dtype(dst, src)
+                if src.dtype != ct:
+                    src = src.astype(ct)
             self._INPLACE[op](dst, src, out=dst, casting="unsafe")
         return dst
