@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -93,3 +95,18 @@ def run_python(args: list[str], timeout: float = 120,
 def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """``python -c code`` from a neutral directory, against the rtx under test."""
     return run_python(["-c", code], timeout)
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Collect, then keep the cyclic collector off for the block: a test that counts
+    rtx's live bytes around one call must not see unrelated garbage (an earlier
+    test's reference cycles) freed in the middle of it."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
