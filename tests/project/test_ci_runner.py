@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BLOCKS = ROOT / ".ci" / "blocks.sh"
 RUN = ROOT / ".ci" / "run"
 
