@@ -288,6 +288,7 @@ def child_rtx(data: dict[str, np.ndarray], init: dict[str, np.ndarray] | None,
     import rtx
     from rtx.nn import HetGAT
     from rtx.nn.functional import cross_entropy
+    from rtx.nn.training import train_epoch
     from rtx.optim import Adam
 
     rtx.set_num_threads(args.threads)
@@ -312,12 +313,10 @@ def child_rtx(data: dict[str, np.ndarray], init: dict[str, np.ndarray] | None,
     y_train = rtx.tensor(data["y"][train_idx])
 
     def epoch() -> tuple[float, np.ndarray]:
-        opt.zero_grad()
-        logits = model(x_dict, ei_dict)
-        loss = cross_entropy(rtx.index_select(logits, train_idx), y_train)
-        loss.backward()
-        opt.step()
-        return float(loss.item()), logits.detach().argmax(-1).numpy()
+        loss, pred, _ = train_epoch(
+            lambda: model(x_dict, ei_dict),
+            lambda logits: cross_entropy(rtx.index_select(logits, train_idx), y_train), opt)
+        return float(loss.item()), pred
 
     return _loop(epoch, data, args)
 

@@ -9,7 +9,10 @@ the exception each must raise.  The tests read it:
 * ``test_ops.py``       values against ``ref`` on every backend x dtype, bad inputs;
 * ``test_autograd.py``  float64 finite-difference gradchecks of the differentiable ops;
 * ``test_backends.py``  the ``Backend`` defaults against the CPU kernels (``backend_call``);
-* ``test_fuzz.py``      hypothesis fuzzing of the ``fuzz`` ops against ``ref``.
+* ``test_fuzz.py``      hypothesis fuzzing of the ``fuzz`` ops against ``ref``;
+* ``test_graph_ops_db.py`` the graph ops (sampled entries with a ``random_case``):
+  torch / PyG references, adjoints, bitwise across thread counts and index
+  forms, rows without entries exactly 0, hypothesis properties.
 
 Adding an op to rtx = its kernel, its rule, its Tensor method and ONE entry
 here: the value, gradient, backend-parity and fuzz tests then pick it up by
@@ -82,6 +85,15 @@ class OpInfo:
     keeps_int: bool = False           # unary: an int input gives an int result (else float64)
     # sampled: the cases (rng, dtype) -> [Sample]; gradchecks use the float64 ones
     samples: Callable[[np.random.Generator, Any], list[Sample]] | None = None
+    # graph ops (tests/graph/test_graph_ops_db.py):
+    exact: bool = False               # values equal the reference exactly (selections)
+    # torch / PyG's result on the reference's numpy arguments
+    torch_ref: Callable[..., np.ndarray] | None = None
+    # linear in its first argument: (case, cotangent tensor) -> the adjoint applied
+    adjoint: Callable[[Sample, Any], Any] | None = None
+    # (rng, E entries / edges, N rows / nodes, dtype) -> one random case
+    # (hypothesis properties; the large case of the bitwise-across-threads test)
+    random_case: Callable[[np.random.Generator, int, int, Any], Sample] | None = None
 
 
 @dataclass(frozen=True)
@@ -361,6 +373,256 @@ def _E(id: str, call: Callable[[rtx.Tensor], Any], exc: type[BaseException],
     return ErrorInput(id, call, exc, match)
 
 
+# ------------------------------------------------------------- graph ops
+# index_select / index_add / segment_* / message_passing: sampled cases over
+# raw arrays, rtx tensors, IndexPlan and EdgeIndex (Idx / Edges), references
+# written as loops (independent of the backends' vectorised numpy bodies),
+# torch / PyG references, adjoints and random cases (tests/graph/test_graph_ops_db.py).
+def _index_select_ref(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return np.array([x[i] for i in idx], dtype=x.dtype).reshape((len(idx),) + x.shape[1:])
+
+
+def _segment_loop(src: np.ndarray, idx: np.ndarray, n: int,
+                  f: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Segment r's rows of ``src`` reduced by ``f`` (0 for an empty segment)."""
+    out = np.zeros((n,) + src.shape[1:], src.dtype)
+    for r in range(n):
+        rows = src[idx == r]
+        if len(rows):
+            with np.errstate(invalid="ignore"):
+                out[r] = f(rows)
+    return out
+
+
+def _segment_sum_ref(src: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros((n,) + src.shape[1:], src.dtype)
+    for e, r in enumerate(idx):   # in entry order, as the kernels accumulate
+        out[r] += src[e]
+    return out
+
+
+def _segment_max_ref(src: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    # np.max propagates NaN (as the kernels do)
+    return _segment_loop(src, idx, n, lambda r: r.max(axis=0))
+
+
+def _segment_mean_ref(src: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    return _segment_loop(src, idx, n, lambda r: r.sum(axis=0) / len(r))
+
+
+def _segment_softmax_ref(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros_like(s)
+    for r in range(n):
+        m = idx == r
+        if m.any():
+            v = s[m]
+            e = np.exp(v - v.max(axis=0))
+            out[m] = e / e.sum(axis=0)
+    return out
+
+
+def _message_ref(x: np.ndarray, ei: np.ndarray, n_dst: int,
+                 w: np.ndarray | None = None) -> np.ndarray:
+    out = np.zeros((n_dst,) + x.shape[1:], x.dtype)
+    for e in range(ei.shape[1]):
+        m = x[ei[0, e]]
+        if w is not None:
+            m = m * w[e].reshape(w[e].shape + (1,) * (x.ndim - w.ndim))
+        out[ei[1, e]] += m
+    return out
+
+
+def _torch(a: Any) -> Any:
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _pyg_scatter(reduce: str) -> Callable[..., np.ndarray]:
+    def ref(src: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+        from torch_geometric.utils import scatter
+        return scatter(_torch(src), _torch(idx.astype(np.int64)), 0, n, reduce=reduce).numpy()
+    return ref
+
+
+def _pyg_softmax(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    from torch_geometric.utils import softmax
+    return softmax(_torch(s), _torch(idx.astype(np.int64)), num_nodes=n).numpy()
+
+
+def _torch_index_select(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    import torch
+    return torch.index_select(_torch(x), 0, _torch(idx.astype(np.int64))).numpy()
+
+
+def _torch_index_add(src: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    import torch
+    out = torch.zeros((n,) + src.shape[1:], dtype=_torch(src).dtype)
+    return out.index_add_(0, _torch(idx.astype(np.int64)), _torch(src)).numpy()
+
+
+def _torch_message(x: np.ndarray, ei: np.ndarray, n_dst: int,
+                   w: np.ndarray | None = None) -> np.ndarray:
+    import torch
+    xt, e = _torch(x), _torch(ei.astype(np.int64))
+    m = xt[e[0]]
+    if w is not None:
+        m = m * _torch(w).reshape(w.shape + (1,) * (x.ndim - w.ndim))
+    out = torch.zeros((n_dst,) + x.shape[1:], dtype=xt.dtype)
+    return out.index_add_(0, e[1], m).numpy()
+
+
+def _groups(rng: np.random.Generator, E: int, n: int, dtype: Any = np.int64) -> np.ndarray:
+    """``E`` segment ids in [0, n) (repeats, unsorted), segment 3 empty when n > 4."""
+    idx = rng.integers(0, n, E)
+    if n > 4:
+        idx[idx == 3] = 4
+    return idx.astype(dtype)
+
+
+def _distinct(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Tie-free values (a max / min has a defined gradient)."""
+    k = int(np.prod(shape))
+    return (rng.permutation(k) * 0.37 - k * 0.15).reshape(shape).astype(dtype)
+
+
+def _index_select_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def r(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(dtype)
+    rep = np.concatenate([rng.integers(0, 15, 50), [0, 0, 3]])  # repeats; rows >= 15 unused
+    return [
+        Sample((r(30), Idx(rep, 30))),
+        Sample((r(30, 4), Idx(rep.astype(np.int32), 30))),
+        Sample((r(30, 2, 3), Idx(rep, 30))),
+        Sample((r(4, 3), Idx(np.array([2, 0, 2, 3, 2]), 4))),
+        Sample((r(5, 3), Idx(np.zeros(0, np.int64), 5))),
+        Sample((r(5, 0), Idx(np.array([4, 1]), 5))),
+    ]
+
+
+def _index_select_random(rng: np.random.Generator, E: int, N: int, dtype: Any) -> Sample:
+    F = 24 if E >= 10_000 else int(rng.integers(1, 6))
+    return Sample((rng.standard_normal((N, F)).astype(dtype), Idx(rng.integers(0, N, E), N)))
+
+
+def _add_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    """index_add / segment_sum: (src [E, ...], index, rows)."""
+    def r(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(dtype)
+    rep = np.concatenate([rng.integers(0, 15, 50), [0, 0, 3]])
+    return [
+        Sample((r(53), Idx(rep, 30), 30)),
+        Sample((r(53, 4), Idx(rep.astype(np.int32), 30), 30)),
+        Sample((r(53, 2, 3), Idx(rep, 30), 30)),
+        Sample((r(5, 3), Idx(np.array([2, 0, 2, 3, 2]), 6), 6)),
+        Sample((r(0, 3), Idx(np.zeros(0, np.int64), 4), 4)),
+        Sample((r(17, 2), Idx(_groups(rng, 17, 6), 6), 6)),
+    ]
+
+
+def _add_random(rng: np.random.Generator, E: int, N: int, dtype: Any) -> Sample:
+    F = 24 if E >= 10_000 else int(rng.integers(1, 6))
+    return Sample((rng.standard_normal((E, F)).astype(dtype), Idx(rng.integers(0, N, E), N), N))
+
+
+def _segment_samples(ties: bool, three_d: bool) -> Callable[[np.random.Generator, Any],
+                                                             list[Sample]]:
+    """segment_mean / max / softmax: shapes [E], [E, 3] (``three_d``: and [E, 2, 2]),
+    int32 / int64 indices, an empty segment, large values, no entries; tie-free
+    values for the gradchecks of max (``ties``: one case with ties, NaN, -0.0)."""
+    def samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+        out = [
+            Sample((_distinct(rng, (17,), dtype), Idx(_groups(rng, 17, 6), 6), 6)),
+            Sample((_distinct(rng, (17, 3), dtype), Idx(_groups(rng, 17, 6, np.int32), 6), 6)),
+            Sample((_distinct(rng, (40, 3), dtype) * 30, Idx(_groups(rng, 40, 9), 9), 9)),
+            Sample((_distinct(rng, (0, 2), dtype), Idx(np.zeros(0, np.int64), 3), 3)),
+        ]
+        if ties:
+            t = np.array([[2.0, 1.0], [5.0, -0.0], [5.0, 0.0], [1.0, np.nan], [5.0, 3.0]], dtype)
+            out.append(Sample((t, Idx(np.array([0, 0, 0, 1, 0]), 3), 3), grad=False))
+        if three_d:
+            out.append(Sample((_distinct(rng, (17, 2, 2), dtype), Idx(_groups(rng, 17, 6), 6),
+                               6)))
+        return out
+    return samples
+
+
+def _segment_random(rng: np.random.Generator, E: int, N: int, dtype: Any) -> Sample:
+    """Values on a 0.1 grid (ties likely), one to five columns (five when E >= 10,000:
+    the bitwise test's large case)."""
+    F = 5 if E >= 10_000 else int(rng.integers(1, 6))
+    s = (rng.standard_normal((E, F)) * 10).round(1).astype(dtype)
+    return Sample((s, Idx(rng.integers(0, N, E), N), N))
+
+
+def _message_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    """(x, edge_index, num_dst, weight): [N, F] and [N, H, C], with and without
+    weight, int32 / int64 edges, a target with no in-edges, no edges."""
+    def r(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(dtype)
+
+    def edges(E: int, idx_dtype: Any = np.int64) -> Edges:
+        ei = np.stack([rng.integers(0, 8, E), rng.integers(0, 6, E)]).astype(idx_dtype)
+        ei[1][ei[1] == 2] = 3  # target 2 receives nothing
+        return Edges(ei, 8, 6)
+    return [
+        Sample((r(8, 5), edges(12), 6, None)),
+        Sample((r(8, 5), edges(12, np.int32), 6, r(12))),
+        Sample((r(8, 3, 4), edges(12), 6, r(12, 3))),
+        Sample((r(8, 3, 4), edges(12, np.int32), 6, None)),
+        Sample((r(3, 2), Edges(np.zeros((2, 0), np.int64), 3, 4), 4, None)),
+    ]
+
+
+def _message_random(rng: np.random.Generator, E: int, N: int, dtype: Any) -> Sample:
+    """Small cases: any shape, weighted or not; large ones (E >= 10,000, the
+    bitwise test): N -> N nodes, 4 heads of 8 channels, weighted."""
+    if E >= 10_000:
+        n_dst, H, C, weighted = N, 4, 8, True
+    else:
+        n_dst = int(rng.integers(1, N + 1))
+        H, C, weighted = int(rng.integers(1, 4)), int(rng.integers(1, 6)), rng.random() < 0.5
+    ei = np.stack([rng.integers(0, N, E), rng.integers(0, n_dst, E)])
+    w = rng.standard_normal((E, H)).astype(dtype) if weighted else None
+    return Sample((rng.standard_normal((N, H, C)).astype(dtype), Edges(ei, N, n_dst), n_dst, w))
+
+
+def _raw(a: Any) -> Any:
+    return a.values if isinstance(a, (Idx, Edges)) else a
+
+
+# adjoints: <op(a, rest), g> == <a, adjoint(s, g)> for the op linear in its first argument
+def _adjoint_index_select(s: Sample, g: Any) -> Any:
+    return rtx.index_add(g, _raw(s.args[1]), s.args[0].shape[0])
+
+
+def _adjoint_add(s: Sample, g: Any) -> Any:
+    return rtx.index_select(g, _raw(s.args[1]))
+
+
+def _adjoint_message(s: Sample, g: Any) -> Any:
+    x, ei, _, w = s.args
+    return rtx.message_passing(g, np.ascontiguousarray(ei.values[::-1]), x.shape[0],
+                               None if w is None else rtx.tensor(w))
+
+
+def _segment_errors(fn: Callable[..., Any], floats_only: bool) -> tuple[ErrorInput, ...]:
+    """A segment op's bad inputs (``t`` is a float [2, 3] tensor)."""
+    out = (
+        _E("bounds", lambda t: fn(t, np.array([0, 5]), 3), IndexError, r"indices\[1\]"),
+        _E("negative", lambda t: fn(t, np.array([0, -1]), 3), IndexError),
+        _E("len", lambda t: fn(t, np.array([0]), 3), ValueError, "must equal|len"),
+        _E("rows", lambda t: fn(t, np.array([0, 1]), -1), ValueError, ">= 0"),
+        _E("float-index", lambda t: fn(t, np.array([0.0, 1.0]), 3), TypeError),
+        _E("2-d-index", lambda t: fn(t, np.array([[0, 1]]), 3), TypeError),
+        _E("float-rows", lambda t: fn(t, np.array([0, 1]), 3.5), TypeError),
+        _E("plan-rows", lambda t: fn(t, rtx.IndexPlan(np.array([0, 1]), 5), 3), ValueError,
+           "IndexPlan"),
+    )
+    if floats_only:
+        out += (_E("int", lambda t: fn(t.long(), np.array([0, 1]), 3), TypeError, "float"),)
+    return out
+
+
 E = "elementwise"
 A = "activation"
 R = "reduction"
@@ -486,8 +748,13 @@ OPS: list[OpInfo] = [
     OpInfo("concat", "shape", backend_call=lambda B, f: B.concat([f(X), f(X)], 1)),
     OpInfo("stack", "shape", backend_call=lambda B, f: B.stack([f(X), f(X)], 0)),
     # ------------------------------------------------------------------ index
-    OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), P3)),
-    OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), P5, 5)),
+    OpInfo("index_select", "index", backend_call=lambda B, f: B.index_select(f(X), P3),
+           kind="sampled", call=rtx.index_select, ref=_index_select_ref,
+           samples=_index_select_samples, torch_ref=_torch_index_select, exact=True,
+           adjoint=_adjoint_index_select, random_case=_index_select_random),
+    OpInfo("index_add", "index", backend_call=lambda B, f: B.index_add(f(X), P5, 5),
+           kind="sampled", call=rtx.index_add, ref=_segment_sum_ref, samples=_add_samples,
+           torch_ref=_torch_index_add, adjoint=_adjoint_add, random_case=_add_random),
     # Tensor.index_add(dim, index, source, *, alpha=1) (and index_add_): PyTorch's
     OpInfo("index_add_into", "index", "sampled",
            lambda x, dim, index, source, alpha=1: x.index_add(dim, index, source, alpha=alpha),
@@ -518,24 +785,43 @@ OPS: list[OpInfo] = [
                    _E("padding", lambda t: rtx.nn.functional.embedding([0], t, 2), ValueError,
                       "padding_idx"))),
     # ---------------------------------------------------------------- segment
-    # (values, gradchecks, bad inputs: tests/graph/test_segment.py, tests/graph/test_message.py)
+    # segment_sum is index_add's rule under a second name (its own entry: its face)
+    OpInfo("segment_sum", "segment", kind="sampled", call=rtx.segment_sum,
+           ref=_segment_sum_ref, samples=_add_samples, torch_ref=_pyg_scatter("sum"),
+           adjoint=_adjoint_add, random_case=_segment_random,
+           errors=_segment_errors(rtx.segment_sum, floats_only=False)),
     OpInfo("segment_softmax", "segment",
-           backend_call=lambda B, f: B.segment_softmax(f(X), P4, 4)),
+           backend_call=lambda B, f: B.segment_softmax(f(X), P4, 4),
+           kind="sampled", call=rtx.segment_softmax, ref=_segment_softmax_ref,
+           samples=_segment_samples(False, False), torch_ref=_pyg_softmax,
+           random_case=_segment_random,
+           errors=_segment_errors(rtx.segment_softmax, floats_only=True) + (
+               _E("rank", lambda t: rtx.segment_softmax(t.reshape(2, 3, 1), np.array([0, 1]), 2),
+                  ValueError, r"\[E\] or \[E, H\]"),)),
     OpInfo("segment_softmax_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_softmax_backward(
                B.segment_softmax(f(X), P4, 4), f(X - 1), P4, 4)),
-    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), P4, 4)),
+    OpInfo("segment_mean", "segment", backend_call=lambda B, f: B.segment_mean(f(X), P4, 4),
+           kind="sampled", call=rtx.segment_mean, ref=_segment_mean_ref,
+           samples=_segment_samples(False, True), torch_ref=_pyg_scatter("mean"),
+           random_case=_segment_random,
+           errors=_segment_errors(rtx.segment_mean, floats_only=True)),
     OpInfo("segment_mean_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_mean_backward(f(X4), P4, 4)),
     OpInfo("segment_max", "segment",
-           backend_call=lambda B, f: B.segment_max(f(X), P4, 4)[0]),
+           backend_call=lambda B, f: B.segment_max(f(X), P4, 4)[0],
+           kind="sampled", call=rtx.segment_max, ref=_segment_max_ref,
+           samples=_segment_samples(True, True), torch_ref=_pyg_scatter("max"), exact=True,
+           random_case=_segment_random,
+           errors=_segment_errors(rtx.segment_max, floats_only=True)),
     OpInfo("segment_max_backward", "segment", differentiable=False,
            backend_call=lambda B, f: B.segment_max_backward(
                f(X4), B.segment_max(f(X), P4, 4)[1], P4, 3)),
     OpInfo("segment_min", "segment",
            backend_call=lambda B, f: B.segment_min(f(X), P4, 4)[0],
            kind="sampled", call=rtx.segment_min, ref=_segment_min_ref,
-           samples=_segment_min_samples,
+           samples=_segment_min_samples, torch_ref=_pyg_scatter("min"), exact=True,
+           random_case=_segment_random,
            errors=(_E("int", lambda t: rtx.segment_min(t.long(), [0, 1], 2), TypeError, "float"),
                    _E("len", lambda t: rtx.segment_min(t, [0], 2), ValueError, "len"),
                    _E("bounds", lambda t: rtx.segment_min(t, [0, 5], 2), IndexError,
@@ -548,7 +834,10 @@ OPS: list[OpInfo] = [
                f(X4), B.segment_min(f(X), P4, 4)[1], P4, 3)),
     # ---------------------------------------------------------------- message
     OpInfo("message_passing", "message",
-           backend_call=lambda B, f: B.message_passing(f(X), EIP, 2, f(W))),
+           backend_call=lambda B, f: B.message_passing(f(X), EIP, 2, f(W)),
+           kind="sampled", call=rtx.message_passing, ref=_message_ref,
+           samples=_message_samples, torch_ref=_torch_message, adjoint=_adjoint_message,
+           random_case=_message_random),
     OpInfo("message_passing_backward", "message", differentiable=False,
            backend_call=_mp_backward),
     # ------------------------------------------------------------------ gatv2

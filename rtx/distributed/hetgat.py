@@ -52,6 +52,7 @@ from ..functional import concat, elu, index_select, leaky_relu
 from ..graph_ops import EdgeIndex, message_passing, segment_softmax
 from ..nn import HetGAT
 from ..nn.functional import cross_entropy
+from ..nn.training import train_epoch
 from ..optim import Adam
 from . import _comm
 from .ddp import DistributedDataParallel
@@ -399,15 +400,18 @@ class DistributedHetGAT:
         (rows identical on every rank: global loss and accuracies; ``seconds``
         is the slowest rank's epoch)."""
         opt = self.make_optimizer(lr, weight_decay)
+        sums: list[float] = []
+
+        def backprop(logits: Any) -> Any:
+            to_backprop, local_sum = self.loss(logits)
+            sums.append(local_sum)
+            return to_backprop  # DDP all-reduces its gradients in the backward
+
         for epoch in range(start_epoch + 1, epochs + 1):
             t0 = time.perf_counter()
-            opt.zero_grad()
-            logits = self.logits()
-            to_backprop, local_sum = self.loss(logits)
-            to_backprop.backward()  # DDP all-reduces the gradients here
-            pred = logits.detach().argmax(-1).numpy()
-            state = self.model.state_dict()
-            opt.step()
+            _, pred, state = train_epoch(self.logits, backprop, opt, state_of=self.model)
+            assert state is not None
+            local_sum = sums.pop()
             secs = time.perf_counter() - t0
             tot = _allreduce_f64([local_sum, *self.correct(pred)])
             slowest = float(_allreduce_f64([secs], op="max")[0])

@@ -57,6 +57,7 @@ from rtx._fileio import atomic_write
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
 from rtx.nn import HetGAT
 from rtx.nn.functional import cross_entropy
+from rtx.nn.training import train_epoch
 from rtx.optim import Adam
 
 from . import _cli, _distributed, _sampled
@@ -261,13 +262,11 @@ def _epochs(model: HetGAT, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any],
     try:
         for epoch in range(1, epochs + 1):
             t0 = time.perf_counter()
-            opt.zero_grad()
-            logits = model(x_dict, edge_index_dict)
-            loss = cross_entropy(rtx.index_select(logits, train_idx), y_train)
-            loss.backward()
-            pred = logits.detach().argmax(-1).numpy()
-            state = model.state_dict()  # the parameters these metrics describe
-            opt.step()
+            # the metrics and state are those of the parameters this forward used
+            loss, pred, state = train_epoch(
+                lambda: model(x_dict, edge_index_dict),
+                lambda logits: cross_entropy(rtx.index_select(logits, train_idx), y_train),
+                opt, state_of=model)
             row = {"epoch": epoch, "loss": float(loss.item()), **_accuracies(pred, data),
                    "seconds": time.perf_counter() - t0}
             bar.update(epoch, row)

@@ -378,10 +378,16 @@ def test_composite_mlp_gradcheck_fast_and_slow():
     assert gradcheck(f, (x, w1, b1, w2), fast_mode=True)
 
 
-@pytest.mark.parametrize("name", op_db.names("sampled", differentiable=True))
-def test_sampled(name):
+# under valgrind too (tools/valgrind_job.py): the segment and message backward kernels
+_VALGRIND = {"segment_mean", "segment_max", "segment_softmax", "message_passing"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.valgrind) if n in _VALGRIND else n
+    for n in op_db.names("sampled", differentiable=True)])
+def test_sampled(backend, name):
     """float64 gradchecks of every case of a sampled op (op_db), indices given as
-    raw arrays and as checked plans."""
+    raw arrays and as checked plans, on every backend."""
     op = op_db.OP_DB[name]
     for s in op.samples(np.random.default_rng(3), np.dtype(np.float64)):
         if not s.grad:

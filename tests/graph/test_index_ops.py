@@ -13,7 +13,6 @@ from hypothesis.extra import numpy as hnp
 
 import rtx
 from rtx import _kernels
-from rtx.autograd import check_adjoint, gradcheck
 from rtx.backend.base import Backend
 
 INDEX_DTYPES = [np.int32, np.int64]
@@ -451,29 +450,6 @@ def test_backend_default_bodies_match_cpu_kernels(dtype, shape, force_parallel):
 
 
 # ----------------------------------------------------------------- adjoint
-@pytest.mark.parametrize("shape", [(30,), (30, 4), (30, 2, 3)], ids=["D1", "D2", "D3"])
-def test_adjoint_identity(backend, shape):
-    rng = np.random.default_rng(7)
-    n = shape[0]
-    idx = np.concatenate([rng.integers(0, n // 2, 50), [0, 0, 3]])  # repeats; rows >= n/2 missing
-    x = rng.standard_normal(shape)
-    y = rng.standard_normal((len(idx),) + shape[1:])
-    lhs = float(np.vdot(rtx.index_select(rtx.tensor(x), idx).numpy(), y))
-    rhs = float(np.vdot(x, rtx.index_add(rtx.tensor(y), idx, n).numpy()))
-    assert lhs == pytest.approx(rhs, rel=1e-12, abs=1e-12)
-    assert check_adjoint(lambda t: rtx.index_select(t, idx),
-                         lambda t: rtx.index_add(t, idx, n), shape, y.shape)
-
-
-def test_gradients_are_each_other(backend):
-    rng = np.random.default_rng(8)
-    idx = np.array([2, 0, 2, 3, 2], np.int64)
-    x = rtx.tensor(rng.standard_normal((4, 3)), requires_grad=True)
-    src = rtx.tensor(rng.standard_normal((5, 3)), requires_grad=True)
-    assert gradcheck(lambda t: rtx.index_select(t, idx), (x,))
-    assert gradcheck(lambda t: rtx.index_add(t, idx, 6), (src,))
-
-
 # ------------------------------------------------------- property tests
 _settings = settings(max_examples=40, deadline=None,
                      suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -101,6 +101,7 @@ _ARG = np.zeros((E, F), np.int64)
 _X1 = np.ascontiguousarray(_X[:, :1])
 _W = _rng.standard_normal((E, 1)).astype(np.float32)
 _BIG_COPY = _BIG_IDX.copy()
+_X1_8, _IDX_8 = np.tile(_X1, (8, 1)), np.tile(_IDX, 8)
 KERNELS.update({
     "csr_build": lambda: _kernels.csr_build(_BIG_IDX, np.empty(E + 2, np.int64),
                                             np.empty(len(_BIG_IDX), np.int64)),
@@ -122,6 +123,26 @@ KERNELS.update({
         _X, _X, _IDX, _W, True, True, _PERM, _PTR, np.empty_like(_X), np.empty_like(_W), 1, 1),
     "sddmm_dot": lambda: _kernels.sddmm_dot(_X, _X, _IDX, _IDX, np.empty_like(_W), 1),
     "memeq": lambda: _kernels.memeq(_BIG_IDX, _BIG_COPY),
+    # the segment and message kernels' backward halves
+    "segment_softmax_backward_csr": lambda: _kernels.segment_softmax_backward_csr(
+        _X, _X, _PERM, _PTR, np.empty_like(_X), 1),
+    # 8x the entries: ~1 ms over E rows is too short to observe on a loaded machine
+    "segment_softmax_backward_entries": lambda: _kernels.segment_softmax_backward_entries(
+        _X1_8, _X1_8, _IDX_8, E, np.empty_like(_X1_8), 1),
+    "segment_mean_backward_csr": lambda: _kernels.segment_mean_backward_csr(
+        _X, _PERM, _PTR, np.empty_like(_X), 1),
+    "segment_min_backward_csr": lambda: _kernels.segment_min_backward_csr(
+        _X, _ARG, _PERM, _PTR, np.empty_like(_X), 1),
+})
+# the public graph ops over a checked plan (the kernel is the call's middle)
+_EI = rtx.EdgeIndex(np.stack([_IDX, _IDX]), E, E)
+KERNELS.update({
+    "rtx.segment_sum": lambda: rtx.segment_sum(_XT, _PLAN, E),
+    "rtx.segment_mean": lambda: rtx.segment_mean(_XT, _PLAN, E),
+    "rtx.segment_max": lambda: rtx.segment_max(_XT, _PLAN, E),
+    "rtx.segment_min": lambda: rtx.segment_min(_XT, _PLAN, E),
+    "rtx.segment_softmax": lambda: rtx.segment_softmax(_XT, _PLAN, E),
+    "rtx.message_passing": lambda: rtx.message_passing(_XT, _EI, E),
 })
 if hasattr(_kernels, "parallel_thread_ids"):
     KERNELS["parallel_thread_ids"] = lambda: _kernels.parallel_thread_ids(20_000_000, 1)

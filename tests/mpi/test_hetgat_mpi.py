@@ -11,6 +11,7 @@ import rtx.nn as nn
 from rtx.datasets import synthetic_hetgraph
 from rtx.distributed import _comm
 from rtx.distributed.hetgat import DistributedHetGAT
+from rtx.nn.training import train_epoch
 from rtx.optim import Adam
 
 
@@ -68,15 +69,12 @@ def _single_process_curve(data, epochs, lr):
     onehot[np.arange(tr.size), data.y[tr]] = 1
     losses, accs = [], []
     for _ in range(epochs):
-        opt.zero_grad()
-        logits = model(x, data.edge_index_dict)
-        loss = -(rtx.index_select(logits, tr).log_softmax(-1) * rtx.tensor(onehot)).sum() \
-            / tr.size
-        loss.backward()
-        pred = logits.detach().argmax(-1).numpy()
+        loss, pred, _ = train_epoch(
+            lambda: model(x, data.edge_index_dict),
+            lambda logits: -(rtx.index_select(logits, tr).log_softmax(-1)
+                             * rtx.tensor(onehot)).sum() / tr.size, opt)
         accs.append([float((pred == data.y)[m].mean())
                      for m in (data.train_mask, data.val_mask, data.test_mask)])
-        opt.step()
         losses.append(float(loss.item()))
     return losses, accs
 
@@ -129,11 +127,10 @@ def test_two_ranks_hetgat_match_one_process_loss_curve(world):
     tr = np.flatnonzero(data.train_mask)
     losses = []
     for _ in range(5):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(
-            rtx.index_select(model(x, data.edge_index_dict), tr), rtx.tensor(data.y[tr]))
-        loss.backward()
-        opt.step()
+        loss, _, _ = train_epoch(
+            lambda: model(x, data.edge_index_dict),
+            lambda logits: nn.functional.cross_entropy(rtx.index_select(logits, tr),
+                                                       rtx.tensor(data.y[tr])), opt)
         losses.append(float(loss.item()))
     np.testing.assert_allclose([r["loss"] for r in rows], losses, rtol=1e-9)
     assert run.ddp.check_consistency()
@@ -176,14 +173,12 @@ def _one_process_hetgat(data, hidden, heads, layers, epochs, lr):
     tr = np.flatnonzero(data.train_mask)
     losses, accs = [], []
     for _ in range(epochs):
-        opt.zero_grad()
-        logits = model(x, data.edge_index_dict)
-        loss = nn.functional.cross_entropy(rtx.index_select(logits, tr), rtx.tensor(data.y[tr]))
-        loss.backward()
-        pred = logits.detach().argmax(-1).numpy()
+        loss, pred, _ = train_epoch(
+            lambda: model(x, data.edge_index_dict),
+            lambda logits: nn.functional.cross_entropy(rtx.index_select(logits, tr),
+                                                       rtx.tensor(data.y[tr])), opt)
         accs.append([float((pred == data.y)[m].mean())
                      for m in (data.train_mask, data.val_mask, data.test_mask)])
-        opt.step()
         losses.append(float(loss.item()))
     return losses, accs
 

@@ -11,6 +11,7 @@ import rtx
 from rtx.datasets import synthetic_hetgraph
 from rtx.nn import GATConv, HeteroConv, HetGAT, Linear
 from rtx.nn.functional import cross_entropy
+from rtx.nn.training import train_epoch
 from rtx.optim import Adam
 
 EDGE_TYPES = [("user", "buys", "item"), ("item", "similar", "item"),
@@ -195,10 +196,7 @@ def test_hetgat_learns_a_separable_graph():
     opt = Adam(m.parameters(), lr=0.05)
     xt, yt = _t(x), rtx.tensor(y)
     for _ in range(60):
-        opt.zero_grad()
-        loss = cross_entropy(m(xt, ei), yt)
-        loss.backward()
-        opt.step()
+        train_epoch(lambda: m(xt, ei), lambda logits: cross_entropy(logits, yt), opt)
     with rtx.no_grad():
         acc = (m(xt, ei).argmax(-1).numpy() == y).mean()
     assert acc == 1.0, acc
@@ -211,9 +209,8 @@ def test_state_dict_round_trip_gives_identical_outputs(tmp_path):
     a = HetGAT(g.metadata(), g.num_features_dict, 16, g.num_classes, heads=4)
     opt = Adam(a.parameters(), lr=0.01)
     for _ in range(2):  # move away from the initialisation
-        opt.zero_grad()
-        cross_entropy(a(x, g.edge_index_dict), rtx.tensor(g.y)).backward()
-        opt.step()
+        train_epoch(lambda: a(x, g.edge_index_dict),
+                    lambda logits: cross_entropy(logits, rtx.tensor(g.y)), opt)
     rtx.save(a.state_dict(), tmp_path / "m.npz")
     rtx.manual_seed(123)
     b = HetGAT(g.metadata(), g.num_features_dict, 16, g.num_classes, heads=4)
