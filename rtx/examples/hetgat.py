@@ -1,5 +1,9 @@
 """rtx's main job: train a heterogeneous graph attention network (HetGAT).
 
+``--model rgcn|hgt|simplehgn`` trains another ready-made model of ``rtx.nn.models``
+the same way; ``--dropout`` and ``--patience`` (early stopping on the validation
+accuracy) are what published recipes add.
+
 Full-batch training with Adam on the built-in synthetic citation graph (node
 types paper / author / subject; classify papers into 8 classes), or on your own
 graph (``--data FILE.npz``, see ``rtx.datasets.load_hetgraph``).  Run with
@@ -55,7 +59,7 @@ import numpy as np
 import rtx
 from rtx._fileio import atomic_write
 from rtx.datasets import HeteroGraph, load_hetgraph, synthetic_hetgraph
-from rtx.nn import HetGAT
+from rtx.nn import HGT, RGCN, HetGAT, Module, SimpleHGN
 from rtx.nn.functional import cross_entropy
 from rtx.nn.training import train_epoch
 from rtx.optim import Adam
@@ -63,6 +67,9 @@ from rtx.optim import Adam
 from . import _cli, _distributed, _sampled
 
 DEFAULTS = dict(num_papers=3000, epochs=20, hidden=64, heads=4, lr=0.01, weight_decay=5e-4)
+
+#: The models --model builds (rtx.nn.models), all over the same graph and head.
+MODELS = ("hetgat", "rgcn", "hgt", "simplehgn")
 
 
 #: synthetic_hetgraph's smallest graph: max(10, num_classes) papers (8 classes).
@@ -92,6 +99,16 @@ def build_parser() -> _cli.ArgumentParser:
                     help="hidden channels (split over the heads: a multiple of --heads)")
     ap.add_argument("--heads", type=_cli.int_at_least(1), default=DEFAULTS["heads"])
     ap.add_argument("--layers", type=_cli.int_at_least(1), default=2)
+    ap.add_argument("--model", choices=MODELS, default="hetgat",
+                    help="hetgat: HetGAT (HeteroConv(GATConv)); rgcn: models.RGCN; hgt: "
+                         "models.HGT; simplehgn: models.SimpleHGN (HGB's Simple-HGN)")
+    ap.add_argument("--dropout", type=_cli.finite_float_at_least(0.0), default=0.0,
+                    help="dropout rate of the features (and of the attention weights in "
+                         "hetgat / simplehgn) in training; the metrics come from an "
+                         "evaluation pass (default 0: none)")
+    ap.add_argument("--patience", type=_cli.int_at_least(1), default=None, metavar="N",
+                    help="early stopping: stop after N epochs without a better validation "
+                         "accuracy (default: run every epoch)")
     ap.add_argument("--lr", type=_cli.finite_float_at_least(0.0), default=DEFAULTS["lr"])
     ap.add_argument("--weight-decay", type=_cli.finite_float_at_least(0.0),
                     default=DEFAULTS["weight_decay"])
@@ -109,9 +126,14 @@ def build_parser() -> _cli.ArgumentParser:
 
 def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
     """What the option types cannot check alone; one line and exit 2 on failure."""
-    if args.hidden % args.heads:
+    if args.model != "rgcn" and args.hidden % args.heads:
         ap.error(f"--hidden ({args.hidden}) must be a multiple of --heads ({args.heads}): "
                  "the hidden channels are split over the heads")
+    if args.dropout >= 1.0:
+        ap.error(f"--dropout must be in [0, 1), got {args.dropout}")
+    if args.model != "hetgat" and (args.sampled or getattr(args, "distributed", False)):
+        ap.error(f"--model {args.model}: the sampled and distributed paths train HetGAT "
+                 "only (--model hetgat)")
     if args.progress == "tqdm" and not _cli.have_module("tqdm"):
         ap.error(f"--progress tqdm: tqdm is not installed ({_cli.EXTRA_HINT}, or "
                  "--progress plain)")
@@ -179,6 +201,7 @@ class _Best:
         self.epoch: int | None = None
         self.value = 0.0
         self.state: Any = None
+        self.stopped_at: int | None = None  # the epoch early stopping ended the run
 
     def offer(self, row: dict[str, float], state: Any) -> None:
         v = row[self.by]
@@ -242,19 +265,46 @@ def train(data: HeteroGraph, epochs: int, hidden: int, heads: int, layers: int, 
     return _epochs(model, opt, data, x_dict, epochs, progress)
 
 
+def build_model(name: str, data: HeteroGraph, hidden: int, heads: int, layers: int,
+                dropout: float = 0.0) -> Module:
+    """The ``--model`` over ``data``: ``hidden`` channels in all (split over
+    ``heads`` where the model has heads), ``layers`` message-passing layers,
+    ``dropout`` on features (and attention weights where the model has them)."""
+    meta, feats = data.metadata(), data.num_features_dict
+    n_cls, target = data.num_classes, data.target
+    if name == "hetgat":
+        return HetGAT(meta, feats, hidden, n_cls, heads=heads, num_layers=layers,
+                      target=target, dropout=dropout)
+    if name == "rgcn":
+        return RGCN(meta, feats, hidden, n_cls, num_layers=layers, dropout=dropout,
+                    target=target)
+    if name == "hgt":
+        return HGT(meta, feats, hidden, n_cls, heads=heads, num_layers=layers, target=target,
+                   dropout=dropout)
+    if name == "simplehgn":  # HGB's hidden size is per head
+        return SimpleHGN(meta, feats, hidden // heads, n_cls, num_layers=layers, heads=heads,
+                         feat_drop=dropout, attn_drop=dropout, target=target)
+    raise ValueError(f"unknown model {name!r} (one of {MODELS})")
+
+
 def _setup(data: HeteroGraph, hidden: int, heads: int, layers: int, lr: float,
-           weight_decay: float, seed: int) -> tuple[HetGAT, Adam, dict[str, Any]]:
+           weight_decay: float, seed: int, model_name: str = "hetgat",
+           dropout: float = 0.0) -> tuple[Module, Adam, dict[str, Any]]:
     """The seeded model, its optimiser and the input features as tensors."""
     rtx.manual_seed(seed)
     x_dict = {nt: rtx.tensor(x) for nt, x in data.x_dict.items()}
-    model = HetGAT(data.metadata(), data.num_features_dict, hidden, data.num_classes,
-                   heads=heads, num_layers=layers, target=data.target)
+    model = build_model(model_name, data, hidden, heads, layers, dropout)
     opt = Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     return model, opt, x_dict
 
 
-def _epochs(model: HetGAT, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any], epochs: int,
-            progress: str, note: Any = None) -> Generator[tuple[dict[str, float], Any], None, None]:
+def _epochs(model: Module, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any], epochs: int,
+            progress: str, note: Any = None,
+            evaluate: bool = False) -> Generator[tuple[dict[str, float], Any], None, None]:
+    """One full-batch step per epoch.  Without dropout the training forward is the
+    evaluation (its predictions and state are the metrics'); with it
+    (``evaluate``), an evaluation-mode forward of the same parameters comes
+    first and gives them."""
     edge_index_dict = dict(data.edge_index_dict)
     train_idx = np.flatnonzero(data.train_mask)
     y_train = rtx.tensor(data.y[train_idx])
@@ -262,11 +312,20 @@ def _epochs(model: HetGAT, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any],
     try:
         for epoch in range(1, epochs + 1):
             t0 = time.perf_counter()
+            eval_pred = None
+            if evaluate:
+                model.eval()
+                with rtx.no_grad():
+                    eval_pred = model(x_dict, edge_index_dict).argmax(-1).numpy()
+                eval_state = model.state_dict()
+                model.train()
             # the metrics and state are those of the parameters this forward used
             loss, pred, state = train_epoch(
                 lambda: model(x_dict, edge_index_dict),
                 lambda logits: cross_entropy(rtx.index_select(logits, train_idx), y_train),
-                opt, state_of=model)
+                opt, state_of=None if evaluate else model)
+            if eval_pred is not None:
+                pred, state = eval_pred, eval_state
             row = {"epoch": epoch, "loss": float(loss.item()), **_accuracies(pred, data),
                    "seconds": time.perf_counter() - t0}
             bar.update(epoch, row)
@@ -276,9 +335,12 @@ def _epochs(model: HetGAT, opt: Adam, data: HeteroGraph, x_dict: dict[str, Any],
 
 
 def _run_epochs(ap: _cli.ArgumentParser, rows: Iterator[tuple[dict[str, float], Any]],
-                best: _Best, on_row: Any = None) -> list[dict[str, float]]:
+                best: _Best, on_row: Any = None,
+                patience: int | None = None) -> list[dict[str, float]]:
     """Consume the training iterator; stop at the first non-finite loss (one line,
-    exit 1: nothing is written, a previous run's files in --out stay as they were)."""
+    exit 1: nothing is written, a previous run's files in --out stay as they were),
+    and, with ``patience``, once that many epochs have passed without a better
+    validation accuracy (early stopping; ``best.stopped_at`` says when)."""
     history: list[dict[str, float]] = []
     close = getattr(rows, "close", lambda: None)  # a generator's: its progress bar ends
     try:
@@ -292,6 +354,10 @@ def _run_epochs(ap: _cli.ArgumentParser, rows: Iterator[tuple[dict[str, float], 
                         "learning rate too large for the data?)")
             history.append(row)
             best.offer(row, state)
+            if (patience is not None and best.epoch is not None
+                    and int(row["epoch"]) - best.epoch >= patience):
+                best.stopped_at = int(row["epoch"])
+                break
     finally:
         close()
     return history
@@ -324,24 +390,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print("no validation nodes (val_mask is all False): the best epoch is the one with "
               "the lowest training loss", flush=True)
 
+    if args.patience is not None and best.by != "val_acc":
+        ap.error("--patience: early stopping watches the validation accuracy, and this "
+                 "graph has no validation nodes")
     try:
         model, opt, x_dict = _setup(data, args.hidden, args.heads, args.layers, args.lr,
-                                    args.weight_decay, args.seed)
+                                    args.weight_decay, args.seed, args.model, args.dropout)
     except MemoryError as exc:
         ap.error(f"not enough memory for this model (--hidden {args.hidden}, --heads "
                  f"{args.heads}, --layers {args.layers}): {exc}")
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line
         history = _run_epochs(ap, _epochs(model, opt, data, x_dict, args.epochs,
-                                          args.progress, ap.note), best)
+                                          args.progress, ap.note,
+                                          evaluate=args.dropout > 0), best,
+                              patience=args.patience)
     train_s = time.perf_counter() - t0
+    if best.stopped_at is not None:
+        print(f"early stopping at epoch {best.stopped_at}: no better validation accuracy "
+              f"for {args.patience} epochs", flush=True)
 
     ckpt = os.path.join(args.out, "best.npz")
     _save_checkpoint(ap, best.state, ckpt)
     # Re-evaluate the saved checkpoint from the file: what a user reloading it gets.
     rtx.manual_seed(args.seed)
-    model = HetGAT(data.metadata(), data.num_features_dict, args.hidden, data.num_classes,
-                   heads=args.heads, num_layers=args.layers, target=data.target)
+    model = build_model(args.model, data, args.hidden, args.heads, args.layers, args.dropout)
     model.load_state_dict(rtx.load(ckpt))
     model.eval()
     with rtx.no_grad():
@@ -350,8 +423,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     final = _accuracies(pred, data)
 
     graph_info = _graph_info(source, data)
-    metrics = _write_metrics(ap, args, graph_info, {}, history, best, final, train_s, ckpt)
-    print(f"\ntrained {args.epochs} epochs in {train_s:.1f} s "
+    extra = {"stopped_early_at": best.stopped_at} if args.patience is not None else {}
+    metrics = _write_metrics(ap, args, graph_info, extra, history, best, final, train_s, ckpt)
+    print(f"\ntrained {len(history)} epochs in {train_s:.1f} s "
           f"(median {metrics['median_epoch_seconds']:.3f} s/epoch); best epoch "
           f"{best.epoch} by {best.described}")
     _print_final(final, ckpt, metrics, args.out)

@@ -75,6 +75,8 @@ class HetGAT(Module):
         sparse: their embeddings' gradients are row-sparse (``Embedding(sparse=
             True)``: train them with ``rtx.optim.SparseAdam``, the rest with
             ``Adam``; ``embedding_parameters()`` / ``dense_parameters()`` split them).
+        dropout: in training mode, the dropout rate of every layer's input features
+            and of the attention weights (each GATConv's ``dropout``); 0 = none.
 
     Each layer is a ``HeteroConv`` with one ``GATConv`` per relation (self-loops
     only when source and destination type are the same), summed per destination
@@ -96,7 +98,8 @@ class HetGAT(Module):
     def __init__(self, metadata: Any, in_channels: Mapping[str, int | None],
                  hidden_channels: int, out_channels: int, heads: int = 4, num_layers: int = 2,
                  target: str = "paper", num_nodes_dict: Mapping[str, int] | None = None,
-                 embedding_dim: int | None = None, sparse: bool = False) -> None:
+                 embedding_dim: int | None = None, sparse: bool = False,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         node_types, edge_types = _check_metadata(metadata)
         if not isinstance(in_channels, Mapping):
@@ -159,6 +162,10 @@ class HetGAT(Module):
                             for nt in node_types}
         self.hidden_channels, self.out_channels = hidden_channels, out_channels
         self.heads, self.num_layers, self.target = heads, num_layers, target
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (
+                0.0 <= float(dropout) < 1.0):
+            raise ValueError(f"HetGAT: dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
 
         # Which node types each layer must output (backwards from target): the
         # next layer's destinations and the sources of its relations into them.
@@ -182,9 +189,10 @@ class HetGAT(Module):
                 c_s = self.in_channels[s] if layer == 0 else hidden_channels
                 c_d = self.in_channels[d] if layer == 0 else hidden_channels
                 if s == d:
-                    convs[(s, r, d)] = GATConv(c_s, C, heads=heads)
+                    convs[(s, r, d)] = GATConv(c_s, C, heads=heads, dropout=self.dropout)
                 else:
-                    convs[(s, r, d)] = GATConv((c_s, c_d), C, heads=heads, add_self_loops=False)
+                    convs[(s, r, d)] = GATConv((c_s, c_d), C, heads=heads, add_self_loops=False,
+                                               dropout=self.dropout)
             self.convs.append(HeteroConv(convs, aggr="sum"))
             self.layer_edge_types.append(rels)
             have = {d for _, _, d in rels}
@@ -253,6 +261,8 @@ class HetGAT(Module):
         edges = {et: self._edges(et, edge_index_dict, x_dict) for et in self.edge_types}
         h: Mapping[str, Tensor] = x_dict
         for conv in self.convs:
+            if self.dropout and self.training:
+                h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
             h = {nt: F.elu(v) for nt, v in conv(h, edges).items()}
         return self.lin(h[self.target])
 
@@ -358,6 +368,8 @@ class HetGAT(Module):
         s = (f"target={self.target!r}, in_channels={self.in_channels}, "
              f"hidden_channels={self.hidden_channels}, out_channels={self.out_channels}, "
              f"heads={self.heads}, num_layers={self.num_layers}")
+        if self.dropout:
+            s += f", dropout={self.dropout}"
         if self.featureless:
             s += f", embedded={self.featureless}, sparse={self.sparse}"
         return s

@@ -24,13 +24,14 @@ class HGT(Module):
     per node type ``relu(lin_dict[type](x))`` to ``hidden_channels``, ``num_layers``
     ``HGTConv(hidden_channels, hidden_channels, metadata, heads)`` layers (a node
     type that receives no messages keeps its last representation), and a
-    ``Linear`` head (``lin``) on the target type.  ``forward(x_dict,
+    ``Linear`` head (``lin``) on the target type.  ``dropout``: in training mode,
+    on every HGTConv's input (0 = none, PyG's example).  ``forward(x_dict,
     edge_index_dict)`` -> logits ``[N_target, out_channels]``.
     """
 
     def __init__(self, metadata: Any, in_channels: Mapping[str, int], hidden_channels: int,
                  out_channels: int, heads: int = 2, num_layers: int = 2,
-                 target: str = "paper") -> None:
+                 target: str = "paper", dropout: float = 0.0) -> None:
         super().__init__()
         if not (isinstance(metadata, (tuple, list)) and len(metadata) == 2):
             raise ValueError("HGT: metadata must be (node_types, edge_types)")
@@ -49,6 +50,10 @@ class HGT(Module):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"HGT: {name} must be a positive int, got {v!r}")
         self.node_types, self.edge_types, self.target = node_types, edge_types, target
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (
+                0.0 <= float(dropout) < 1.0):
+            raise ValueError(f"HGT: dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
         self.in_channels = {t: int(in_channels[t]) for t in node_types}
         self.lin_dict = ModuleDict({t: Linear(self.in_channels[t], hidden_channels)
                                     for t in node_types})
@@ -71,6 +76,8 @@ class HGT(Module):
                                  f"[num_nodes, {self.in_channels[t]}], got {x.shape}")
         h = {t: F.relu(self.lin_dict[t](x_dict[t])) for t in self.node_types}
         for conv in self.convs:
+            if self.dropout and self.training:
+                h = {t: F.dropout(v, self.dropout, True) for t, v in h.items()}
             h = {**h, **conv(h, edge_index_dict)}
         return self.lin(h[self.target])
 
