@@ -18,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 #: What to install for the examples' optional extras (pyproject's ``examples`` extra).
 EXTRA_HINT = 'pip install "rtx-gnn[examples]"'
@@ -103,3 +103,14 @@ def check_output_dir(ap: ArgumentParser, option: str, path: str) -> None:
             pass
     except OSError as exc:
         ap.error(f"{option} {path}: cannot write there ({exc.strerror or exc})")
+
+
+def run_console(main: Callable[[], Any], prog: str) -> int:
+    """A console script's body: ``main()``; Ctrl-C is one line and exit 130 (a user
+    error already ended ``main`` with its one line and ``SystemExit(2)``)."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -558,12 +558,7 @@ def _print_final(final: dict[str, float], ckpt: str, metrics: dict[str, Any],
 
 def cli() -> int:
     """Console entry point ``rtx-hetgat``."""
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("rtx-hetgat: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return _cli.run_console(main, "rtx-hetgat")
 
 
 if __name__ == "__main__":

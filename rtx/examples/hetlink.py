@@ -324,12 +324,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def cli() -> int:
     """Console entry point ``rtx-hetlink``."""
-    try:
-        main()
-    except KeyboardInterrupt:
-        print("rtx-hetlink: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return _cli.run_console(main, "rtx-hetlink")
 
 
 if __name__ == "__main__":

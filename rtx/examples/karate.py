@@ -116,12 +116,7 @@ def main(argv: list[str] | None = None) -> float:
 
 def cli() -> int:
     """Console entry point ``rtx-karate`` (and its alias ``rtx-demo``)."""
-    try:
-        main()
-    except KeyboardInterrupt:
-        print(f"{_prog()}: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return _cli.run_console(main, _prog())
 
 
 if __name__ == "__main__":

@@ -435,3 +435,18 @@ def test_plain_progress_eta(monkeypatch, capsys):
     # 2 s for epoch 1: 9 epochs left; 4 s for 2: 8 left (2 s each); all done after 10
     assert [ln.rsplit("eta ", 1)[1] for ln in lines] == ["18.0 s", "16.0 s", "0.0 s"], lines
     assert lines[0].startswith("epoch    1/10  loss 1.0000")
+
+
+def test_ctrl_c_is_one_line_and_exit_130(capsys):
+    """Every console script's body (rtx.examples._cli.run_console): an interrupt
+    ends it with one line and status 130, never a traceback."""
+    from rtx.examples import _cli, hetgat, hetlink, karate
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert _cli.run_console(interrupted, "rtx-x") == 130
+    assert capsys.readouterr().err == "rtx-x: interrupted\n"
+    assert _cli.run_console(lambda: None, "rtx-x") == 0
+    for mod in (hetgat, hetlink, karate):
+        assert "run_console" in mod.cli.__code__.co_names
