@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -114,3 +116,53 @@ def run_console(main: Callable[[], Any], prog: str) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def duration(seconds: float) -> str:
+    """``4.2 s``, ``3 min 05 s``, ``2 h 03 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(round(seconds)), 60)
+    if m < 60:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+class EpochProgress:
+    """An examples' per-epoch progress display: tqdm when available (and asked for),
+    else one plain line every few epochs, with the time left (ETA) from the mean
+    epoch time so far.  ``update(epoch, text)`` after each epoch, ``close()`` at
+    the end.  ``mode="tqdm"`` without tqdm raises ImportError (the examples refuse
+    that option first, in one line)."""
+
+    def __init__(self, total: int, mode: str, note: Any = None) -> None:
+        self.total, self.bar, self.mode = total, None, mode
+        self.t0 = time.perf_counter()
+        if mode in ("auto", "tqdm"):
+            try:
+                tqdm = importlib.import_module("tqdm.auto").tqdm
+            except ImportError:
+                if mode == "tqdm":
+                    raise
+                self.mode = "plain"
+                if note is not None:
+                    note(f"tqdm is not installed: plain progress lines ({EXTRA_HINT} "
+                         "for a progress bar)")
+            else:
+                self.bar = tqdm(total=total, unit="epoch", dynamic_ncols=True)
+                self.mode = "tqdm"
+        self.every = max(1, total // 10)
+
+    def update(self, epoch: int, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(1)
+        elif self.mode == "plain" and (epoch == 1 or epoch % self.every == 0
+                                       or epoch == self.total):
+            eta = (time.perf_counter() - self.t0) / epoch * (self.total - epoch)
+            print(f"epoch {epoch:4d}/{self.total}  {text}  eta {duration(eta)}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -412,7 +412,7 @@ def _run(ap: _cli.ArgumentParser, args: argparse.Namespace, job: _Job, ex: Any) 
         best.epoch, best.value, best.state = b.get("epoch"), b.get("value", 0.0), b.get("state")
         _say(f"resumed from {state['epoch']} epochs ({find_checkpoint(args.resume)})")
 
-    bar = _Progress(args.epochs, start, args.progress, ex._duration)
+    bar = _Progress(args.epochs, start, args.progress, _cli.duration)
     t0 = time.perf_counter()
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported, in one line

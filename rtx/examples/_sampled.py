@@ -291,7 +291,7 @@ def main(ap: _cli.ArgumentParser, args: argparse.Namespace, ex: ModuleType) -> d
           f"{args.batch_size} per epoch, fanouts {list(args.num_neighbors)}; "
           f"{len(emb)} embedding table(s) ({'sparse, SparseAdam' if sparse else 'dense, Adam'})",
           flush=True)
-    bar = _BatchProgress(args.epochs, per_epoch, args.progress, ap.note, ex._duration)
+    bar = _BatchProgress(args.epochs, per_epoch, args.progress, ap.note, _cli.duration)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         history = ex._run_epochs(ap, _epochs(task, model, opts, args, bar), best)

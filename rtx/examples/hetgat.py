@@ -43,7 +43,6 @@ each epoch.  Both paths report macro- and micro-F1 beside each accuracy.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import json
 import math
@@ -141,55 +140,12 @@ def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
     _distributed.check_args(ap, args)
 
 
-class _Progress:
-    """tqdm when available (and asked for), else one plain line every few epochs,
-    with the time left (ETA) from the mean epoch time so far."""
+class _Progress(_cli.EpochProgress):
+    """The main job's epoch line: loss, train / val accuracy and the epoch time."""
 
-    def __init__(self, total: int, mode: str, note: Any = None) -> None:
-        self.total, self.bar, self.mode = total, None, mode
-        self.t0 = time.perf_counter()
-        if mode in ("auto", "tqdm"):
-            try:
-                tqdm = importlib.import_module("tqdm.auto").tqdm
-            except ImportError:
-                if mode == "tqdm":
-                    raise
-                self.mode = "plain"
-                if note is not None:
-                    note(f"tqdm is not installed: plain progress lines ({_cli.EXTRA_HINT} "
-                         "for a progress bar)")
-            else:
-                self.bar = tqdm(total=total, unit="epoch", dynamic_ncols=True)
-                self.mode = "tqdm"
-        self.every = max(1, total // 10)
-
-    def update(self, epoch: float, row: dict[str, float]) -> None:
-        epoch = int(epoch)
-        text = (f"loss {row['loss']:.4f}  train {row['train_acc']:.3f}  "
-                f"val {row['val_acc']:.3f}  {row['seconds']:.2f} s/epoch")
-        if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
-            self.bar.update(1)
-        elif self.mode == "plain" and (epoch == 1 or epoch % self.every == 0
-                                       or epoch == self.total):
-            elapsed = time.perf_counter() - self.t0
-            eta = elapsed / epoch * (self.total - epoch)
-            print(f"epoch {epoch:4d}/{self.total}  {text}  eta {_duration(eta)}", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _duration(seconds: float) -> str:
-    """``4.2 s``, ``3 min 05 s``, ``2 h 03 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(round(seconds)), 60)
-    if m < 60:
-        return f"{m} min {s:02d} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
+    def update(self, epoch: float, row: dict[str, float]) -> None:  # type: ignore[override]
+        super().update(int(epoch), f"loss {row['loss']:.4f}  train {row['train_acc']:.3f}  "
+                                   f"val {row['val_acc']:.3f}  {row['seconds']:.2f} s/epoch")
 
 
 class _Best:

@@ -28,7 +28,6 @@ training loss stops the run (one line, exit 1) and nothing is written.
 from __future__ import annotations
 
 import argparse
-import importlib
 import io
 import json
 import math
@@ -163,39 +162,6 @@ def _check_args(ap: _cli.ArgumentParser, args: argparse.Namespace) -> None:
                  "--progress plain)")
 
 
-class _Progress:
-    """tqdm when available (and asked for), else a plain line every few epochs."""
-
-    def __init__(self, total: int, mode: str, note: Any = None) -> None:
-        self.total, self.bar, self.mode = total, None, mode
-        self.t0 = time.perf_counter()
-        if mode in ("auto", "tqdm"):
-            try:
-                tqdm = importlib.import_module("tqdm.auto").tqdm
-            except ImportError:
-                self.mode = "plain"
-                if note is not None:
-                    note(f"tqdm is not installed: plain progress lines ({_cli.EXTRA_HINT} "
-                         "for a progress bar)")
-            else:
-                self.bar = tqdm(total=total, unit="epoch", dynamic_ncols=True)
-                self.mode = "tqdm"
-        self.every = max(1, total // 10)
-
-    def update(self, epoch: int, text: str) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(text, refresh=False)
-            self.bar.update(1)
-        elif self.mode == "plain" and (epoch == 1 or epoch % self.every == 0
-                                       or epoch == self.total):
-            left = (time.perf_counter() - self.t0) / epoch * (self.total - epoch)
-            print(f"epoch {epoch:4d}/{self.total}  {text}  eta {left:.1f} s", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def split(data: HeteroData, val: float, test: float, seed: int
           ) -> tuple[HeteroData, HeteroData, HeteroData]:
     """``RandomLinkSplit`` of the ``writes`` edges (and their reverse), negatives for
@@ -261,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         dtype=rtx.float32)
     history: list[dict[str, float]] = []
     best_auc, best_epoch, best_state = -1.0, 0, None
-    bar = _Progress(args.epochs, args.progress, ap.note)
+    bar = _cli.EpochProgress(args.epochs, args.progress, ap.note)
     t0 = time.perf_counter()
     try:
         with np.errstate(all="ignore"):

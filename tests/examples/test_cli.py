@@ -22,6 +22,7 @@ from conftest import run_python
 
 import rtx
 from rtx.datasets import save_hetgraph, synthetic_hetgraph
+from rtx.examples import _cli
 from rtx.examples import hetgat as example
 
 HETGAT = ["-m", "rtx.examples.hetgat"]
@@ -386,10 +387,10 @@ def test_missing_optional_libraries_are_one_line_notes(tmp_path, monkeypatch, ca
 
 
 def test_eta_formatting():
-    assert example._duration(4.21) == "4.2 s"
-    assert example._duration(59.94) == "59.9 s"
-    assert example._duration(185) == "3 min 05 s"
-    assert example._duration(7380) == "2 h 03 min"
+    assert _cli.duration(4.21) == "4.2 s"
+    assert _cli.duration(59.94) == "59.9 s"
+    assert _cli.duration(185) == "3 min 05 s"
+    assert _cli.duration(7380) == "2 h 03 min"
 
 
 # ------------------------------------------------------------ the pieces, directly
