@@ -21,7 +21,9 @@ from rtx.nn import (
     HeteroConv,
     LazyLinear,
     Linear,
+    RGCNConv,
     SAGEConv,
+    SimpleHGNConv,
     UninitializedParameter,
 )
 from rtx.nn.lazy import check_lazy_channels, has_uninitialized_params
@@ -225,6 +227,71 @@ def test_lazy_convs_match_eager_ones(make, eager):
     fresh = make().double()
     fresh.load_state_dict(ref.state_dict())
     np.testing.assert_array_equal(fresh(x, ei, *extra).numpy(), ref(x, ei, *extra).numpy())
+
+
+@pytest.mark.parametrize("width", [5, 6])
+@pytest.mark.parametrize("make", [
+    lambda n, w: RGCNConv(n, 6, 3),
+    lambda n, w: RGCNConv(n, 6, 3, num_bases=2, aggr="max"),
+    lambda n, w: RGCNConv(n, 6, 3, num_blocks=2 if w % 2 == 0 else 1, aggr="sum"),
+    lambda n, w: RGCNConv(n, 6, 3, root_weight=False),
+    lambda n, w: SimpleHGNConv(n, 3, 3, 4, heads=2),
+    lambda n, w: SimpleHGNConv(n, 3, 3, 4, heads=2, residual=False),
+])
+def test_lazy_typed_convs_match_eager_ones(make, width):
+    """RGCNConv and SimpleHGNConv (an edge type per edge): a lazy layer sized by
+    the first input equals the eager one, state dict keys included (SimpleHGNConv
+    keeps its identity residual when the width is heads * out_channels)."""
+    rng = np.random.default_rng(3)
+    ei, et = _graph(rng), rng.integers(0, 3, 25)
+    x = rtx.tensor(rng.standard_normal((8, width)))
+
+    def out(m):
+        y = m(x, ei, et)
+        return (y[0] if isinstance(y, tuple) else y).numpy()
+
+    lazy = make(-1, width).double()
+    assert has_uninitialized_params(lazy)
+    with rtx.no_grad():
+        out(lazy)
+    assert not has_uninitialized_params(lazy)
+    ref = make(width, width).double()
+    assert list(lazy.state_dict()) == list(ref.state_dict())
+    assert repr(lazy) == repr(ref)
+    ref.load_state_dict(lazy.state_dict())
+    np.testing.assert_array_equal(out(lazy), out(ref))
+    fresh = make(-1, width).double()
+    if not (isinstance(fresh, SimpleHGNConv) and width == 6):  # no res_fc.weight to size it
+        fresh.load_state_dict(ref.state_dict())
+        np.testing.assert_array_equal(out(fresh), out(ref))
+    # gradients reach the lazily created parameters
+    lazy2 = make(-1, width).double()
+    y = lazy2(x, ei, et)
+    (y[0] if isinstance(y, tuple) else y).sum().backward()
+    assert all(p.grad is not None for n, p in lazy2.named_parameters()
+               if not n.startswith("edge_emb") and n != "bias")
+
+
+def test_lazy_rgcn_bipartite_and_errors():
+    rng = np.random.default_rng(4)
+    xs, xd = rtx.tensor(rng.standard_normal((6, 4))), rtx.tensor(rng.standard_normal((5, 3)))
+    ei = np.stack([rng.integers(0, 6, 12), rng.integers(0, 5, 12)])
+    conv = RGCNConv((-1, -1), 2, 2).double()
+    conv((xs, xd), ei, rng.integers(0, 2, 12))
+    assert conv.weight.shape == (2, 4, 2) and conv.root.shape == (3, 2)
+    assert conv.in_channels == (4, 3)
+    with pytest.raises(ValueError, match=r"x_dst must have shape \[num_nodes, 3\]"):
+        conv((xs, xs), ei, rng.integers(0, 2, 12))
+    blocks = RGCNConv(-1, 4, 2, num_blocks=4).double()
+    with pytest.raises(ValueError, match="num_blocks=4 must divide the input size"):
+        blocks(xd, ei[:, :0], np.zeros(0, np.int64))
+    assert has_uninitialized_params(blocks)  # nothing was sized by the refused input
+    with pytest.raises(ValueError, match="must divide out_channels"):
+        RGCNConv(-1, 5, 2, num_blocks=2)
+    with pytest.raises(ValueError, match=r"in_channels must be an int >= 1 or -1"):
+        RGCNConv(-3, 5, 2)
+    with pytest.raises(ValueError, match=r"in_channels must be an int >= 1 or -1"):
+        SimpleHGNConv(0, 5, 2, 2)
 
 
 def test_lazy_bipartite_sizes_come_from_each_side():

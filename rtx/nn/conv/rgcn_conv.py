@@ -27,11 +27,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ...autograd import no_grad
 from ...backend.index_plan import EdgeIndex, IndexPlan, as_plan
 from ...creation import full, tensor
 from ...functional import index_add, index_select, message_passing, segment_matmul, segment_max
 from ...tensor import Tensor
 from .. import init
+from ..lazy import UninitializedParameter, check_lazy_channels, is_lazy
 from ..module import Module
 from ..parameter import Parameter
 from ._inputs import check_x, edges
@@ -73,7 +75,9 @@ class RGCNConv(Module):
 
     Args:
         in_channels: input size, or ``(src, dst)`` sizes (``root`` maps the
-            target features).
+            target features); ``-1`` is lazy (rtx/nn/lazy.py): the size comes
+            from the first input, and ``weight`` / ``root`` are created and
+            initialised then (PyG's convention for its other layers).
         out_channels: output size.  ``num_relations``: edge types.
         num_bases: basis decomposition, ``W_r = sum_b comp[r, b] weight[b]``.
         num_blocks: block-diagonal decomposition (``weight`` ``[R, B, in/B,
@@ -106,11 +110,11 @@ class RGCNConv(Module):
             if len(in_channels) != 2:
                 raise ValueError(f"{_LAYER}: in_channels must be an int or a (src, dst) pair, "
                                  f"got {in_channels!r}")
-            in_src = _pos_int(in_channels[0], "in_channels[0]")
-            in_dst = _pos_int(in_channels[1], "in_channels[1]")
+            in_src = check_lazy_channels(in_channels[0], "in_channels[0]", _LAYER)
+            in_dst = check_lazy_channels(in_channels[1], "in_channels[1]", _LAYER)
             self.in_channels: int | tuple[int, int] = (in_src, in_dst)
         else:
-            in_src = in_dst = _pos_int(in_channels, "in_channels")
+            in_src = in_dst = check_lazy_channels(in_channels, "in_channels", _LAYER)
             self.in_channels = in_src
         self.out_channels = _pos_int(out_channels, "out_channels")
         self.num_relations = _pos_int(num_relations, "num_relations")
@@ -125,20 +129,18 @@ class RGCNConv(Module):
         self.is_sorted = bool(is_sorted)
         R, M = self.num_relations, self.out_channels
         if self.num_bases is not None:
-            self.weight = Parameter(full((self.num_bases, in_src, M), 0.0))
+            self.weight = self._param((self.num_bases, in_src, M), 1)
             self.comp: Parameter | None = Parameter(full((R, self.num_bases), 0.0))
         elif self.num_blocks is not None:
             B = self.num_blocks
-            if in_src % B or M % B:
-                raise ValueError(f"{_LAYER}: num_blocks={B} must divide in_channels "
-                                 f"({in_src}) and out_channels ({M})")
-            self.weight = Parameter(full((R, B, in_src // B, M // B), 0.0))
+            self._check_blocks(in_src)
+            self.weight = self._param((R, B, in_src // B if in_src >= 0 else -1, M // B), 2)
             self.register_parameter("comp", None)
         else:
-            self.weight = Parameter(full((R, in_src, M), 0.0))
+            self.weight = self._param((R, in_src, M), 1)
             self.register_parameter("comp", None)
         if root_weight:
-            self.root: Parameter | None = Parameter(full((in_dst, M), 0.0))
+            self.root: Parameter | None = self._param((in_dst, M), 0)
         else:
             self.register_parameter("root", None)
         if bias:
@@ -148,19 +150,72 @@ class RGCNConv(Module):
         self._pairs: tuple[EdgeIndex, IndexPlan, _Pairs] | None = None
         self.reset_parameters()
 
+    @staticmethod
+    def _param(shape: tuple[int, ...], lazy_axis: int) -> Parameter:
+        """A parameter of ``shape``, or a lazy placeholder when ``shape[lazy_axis]``
+        is -1 (an input size not known yet)."""
+        if shape[lazy_axis] < 0:
+            return UninitializedParameter(shape)
+        return Parameter(full(shape, 0.0))
+
+    def _check_blocks(self, in_src: int) -> None:
+        B, M = self.num_blocks, self.out_channels
+        assert B is not None
+        if (in_src >= 0 and in_src % B) or M % B:
+            sizes = f"in_channels ({in_src}) and " if in_src >= 0 else ""
+            raise ValueError(f"{_LAYER}: num_blocks={B} must divide {sizes}out_channels ({M})")
+
     def reset_parameters(self) -> None:
-        """PyG's: glorot ``weight``, ``comp``, ``root``; zero ``bias``."""
-        _glorot_(self.weight)
+        """PyG's: glorot ``weight``, ``comp``, ``root``; zero ``bias`` (a still-lazy
+        ``weight`` / ``root`` is initialised when the first input sizes it)."""
+        if not is_lazy(self.weight):
+            _glorot_(self.weight)
         if self.comp is not None:
             _glorot_(self.comp)
-        if self.root is not None:
+        if self.root is not None and not is_lazy(self.root):
             _glorot_(self.root)
         if self.bias is not None:
             init.zeros_(self.bias)
 
     def _in_sizes(self) -> tuple[int, int]:
-        return ((self.in_channels, self.in_channels) if isinstance(self.in_channels, int)
-                else self.in_channels)
+        """(source, target) input widths, -1 where still lazy (read from the
+        parameters: a ``load_state_dict`` sizes them too)."""
+        in_src, in_dst = ((self.in_channels, self.in_channels)
+                          if isinstance(self.in_channels, int) else self.in_channels)
+        w = self.weight
+        if not is_lazy(w):
+            in_src = w.shape[2] * w.shape[1] if self.num_blocks is not None else w.shape[1]
+        if self.root is not None and not is_lazy(self.root):
+            in_dst = self.root.shape[0]
+        elif isinstance(self.in_channels, int):
+            in_dst = in_src
+        return in_src, in_dst
+
+    def _materialize(self, width_src: int, width_dst: int) -> None:
+        """Size the lazy ``weight`` / ``root`` from the first input's widths and
+        initialise them as ``reset_parameters`` does (glorot)."""
+        w, root = self.weight, self.root
+        sizes = (self.in_channels,) if isinstance(self.in_channels, int) else self.in_channels
+        if -1 not in sizes:
+            return
+        if is_lazy(w) and self.num_blocks is not None and width_src % self.num_blocks:
+            raise ValueError(f"{_LAYER}: num_blocks={self.num_blocks} must divide the input "
+                             f"size, got x_src of width {width_src}")
+        with no_grad():
+            if is_lazy(w):
+                assert isinstance(w, UninitializedParameter)
+                t = list(w.template)
+                t[t.index(-1)] = (width_src // self.num_blocks if self.num_blocks is not None
+                                  else width_src)
+                w.materialize(t)
+                _glorot_(w)
+            if root is not None and is_lazy(root):
+                assert isinstance(root, UninitializedParameter)
+                root.materialize((width_dst, self.out_channels))
+                _glorot_(root)
+        in_src, in_dst = self._in_sizes()
+        self.in_channels = (in_src if isinstance(self.in_channels, int)
+                            else (in_src, in_dst if self.root is not None else width_dst))
 
     def forward(self, x: Tensor | tuple[Tensor, Tensor], edge_index: Any,
                 edge_type: Any) -> Tensor:
@@ -171,10 +226,11 @@ class RGCNConv(Module):
             x_src = check_x(x[0], in_src, "x_src", _LAYER)
             x_dst = check_x(x[1], in_dst, "x_dst", _LAYER)
         else:
-            if in_src != in_dst:
+            if not isinstance(self.in_channels, int) and in_src != in_dst:
                 raise ValueError(f"{_LAYER}: in_channels={self.in_channels} needs bipartite "
                                  "(x_src, x_dst) input")
             x_src = x_dst = check_x(x, in_src, "x", _LAYER)
+        self._materialize(x_src.shape[1], x_dst.shape[1])
         n_src, n_dst = x_src.shape[0], x_dst.shape[0]
         ei = edges(edge_index, n_src, n_dst, _LAYER)
         if edge_type is None:

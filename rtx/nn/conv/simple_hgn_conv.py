@@ -6,18 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...autograd import no_grad
 from ...backend.index_plan import as_edge_index, as_plan
 from ...creation import empty, zeros
 from ...functional import index_select, message_passing, segment_softmax
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
+from ..lazy import check_lazy_channels, is_lazy
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
 from ..sparse import Embedding
 
 __all__ = ["SimpleHGNConv"]
+
+
+def _xavier_(p: Tensor) -> None:
+    """HGB's initialisation: xavier-normal with the relu gain."""
+    init.xavier_normal_(p, gain=init.calculate_gain("relu"))
 
 
 def _positive(name: str, v: Any) -> int:
@@ -45,6 +52,12 @@ class SimpleHGNConv(Module):
     the attention detached as HGB's layer returns it.  Parameter names are HGB's
     (``fc.weight``, ``fc_e.weight``, ``edge_emb.weight``, ``attn_l``, ``attn_r``,
     ``attn_e``, ``res_fc.weight``, ``bias_param``).
+
+    ``in_channels=-1`` is lazy (rtx/nn/lazy.py): ``fc`` and ``res_fc`` are sized and
+    initialised by the first input, and ``res_fc`` is then dropped (``None``, the
+    identity residual) if the width is ``heads * out_channels``, as a sized layer
+    would have it.  A checkpoint therefore loads into a lazy layer after one forward
+    (PyG's rule for lazy layers), or before it when it has a ``res_fc.weight``.
     """
 
     def __init__(self, in_channels: int, out_channels: int, num_edge_types: int,
@@ -52,7 +65,7 @@ class SimpleHGNConv(Module):
                  feat_drop: float = 0.0, attn_drop: float = 0.0, residual: bool = True,
                  activation: Any = None, bias: bool = True, beta: float = 0.0) -> None:
         super().__init__()
-        self.in_channels = _positive("in_channels", in_channels)
+        self.in_channels = check_lazy_channels(in_channels, "in_channels", "SimpleHGNConv")
         self.out_channels = _positive("out_channels", out_channels)
         self.num_edge_types = _positive("num_edge_types", num_edge_types)
         self.edge_dim = _positive("edge_dim", edge_dim)
@@ -74,26 +87,46 @@ class SimpleHGNConv(Module):
         self.attn_l = Parameter(empty(1, H, C))
         self.attn_r = Parameter(empty(1, H, C))
         self.attn_e = Parameter(empty(1, H, De))
+        # the residual projection: only when the widths differ (HGB); a lazy layer
+        # keeps a lazy one until the first input tells (_materialize)
         self.res_fc = (Linear(in_channels, H * C, bias=False)
                        if residual and in_channels != H * C else None)
         self.residual = bool(residual)
         self.bias_param = Parameter(zeros(1, H, C)) if bias else None
         # HGB: xavier_normal_ with the relu gain on fc, fc_e and the attention vectors
-        gain = init.calculate_gain("relu")
-        for p in (self.fc.weight, self.fc_e.weight):
-            init.xavier_normal_(p, gain=gain)
-        for p in (self.attn_l, self.attn_r, self.attn_e):
-            init.xavier_normal_(p, gain=gain)
-        if self.res_fc is not None:
-            init.xavier_normal_(self.res_fc.weight, gain=gain)
+        for p in (self.fc.weight, self.fc_e.weight, self.attn_l, self.attn_r, self.attn_e):
+            if not is_lazy(p):
+                _xavier_(p)
+        if self.res_fc is not None and not is_lazy(self.res_fc.weight):
+            _xavier_(self.res_fc.weight)
+
+    def _materialize(self, width: int) -> None:
+        """Size the lazy ``fc`` / ``res_fc`` from the first input's width (xavier-normal
+        as at construction); an identity residual replaces ``res_fc`` when the width is
+        ``heads * out_channels``."""
+        if self.in_channels >= 0:
+            return
+        HC = self.heads * self.out_channels
+        if self.res_fc is not None and is_lazy(self.res_fc.weight) and width == HC:
+            del self.res_fc   # unregistered, as a sized layer never registers one
+            self.res_fc = None
+        for lin in (self.fc, self.res_fc):
+            if lin is not None and is_lazy(lin.weight):
+                lin.materialize(width)
+                with no_grad():
+                    _xavier_(lin.weight)
+        self.in_channels = self.fc.weight.shape[1]
 
     def forward(self, x: Tensor, edge_index: Any, edge_type: Any,
                 res_attn: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if not isinstance(x, Tensor):
             raise TypeError(f"SimpleHGNConv: x must be an rtx.Tensor, got {type(x).__name__}")
-        if x.ndim != 2 or x.shape[1] != self.in_channels:
-            raise ValueError(f"SimpleHGNConv: x must have shape [N, {self.in_channels}], "
-                             f"got {x.shape}")
+        width = self.in_channels if self.in_channels >= 0 else (
+            -1 if is_lazy(self.fc.weight) else self.fc.weight.shape[1])
+        if x.ndim != 2 or (width >= 0 and x.shape[1] != width):
+            raise ValueError(f"SimpleHGNConv: x must have shape [N, "
+                             f"{width if width >= 0 else 'F'}], got {x.shape}")
+        self._materialize(x.shape[1])
         N = x.shape[0]
         H, C, De = self.heads, self.out_channels, self.edge_dim
         ei = as_edge_index(edge_index, N, N, "SimpleHGNConv")
