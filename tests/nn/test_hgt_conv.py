@@ -1,16 +1,16 @@
-"""HGTConv against PyTorch Geometric's with the same weights (values and every
-gradient), float64 gradchecks, parameter names / state_dict round trip, bad input."""
+"""HGTConv against a numpy transcription of PyG's math and, where PyTorch Geometric is
+installed (an optional anchor), against PyG's with the same weights (values and every
+gradient); float64 gradchecks, parameter names / state_dict round trip, bad input."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 
 import rtx
 from rtx.nn import HGTConv
-
-torch = pytest.importorskip("torch")
-pyg_nn = pytest.importorskip("torch_geometric.nn")
 
 NODES = {"paper": 7, "author": 5, "term": 3}
 EDGES = [("author", "writes", "paper"), ("paper", "rev_writes", "author"),
@@ -27,7 +27,13 @@ def _graph(rng, feat=None, E=12):
     return x, ei
 
 
+def _pyg():
+    """(torch, torch_geometric.nn), or the test is skipped."""
+    return pytest.importorskip("torch"), pytest.importorskip("torch_geometric.nn")
+
+
 def _pair(in_channels, out, heads, dtype, seed=0):
+    torch, pyg_nn = _pyg()
     torch.manual_seed(seed)
     ref = pyg_nn.HGTConv(in_channels, out, META, heads=heads).to(getattr(torch, dtype))
     with torch.no_grad():   # non-trivial skip / p_rel (PyG initialises them to 1)
@@ -42,6 +48,100 @@ def _pair(in_channels, out, heads, dtype, seed=0):
     return ref, m
 
 
+def _erf(v: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(v)
+
+
+def _reference(m: HGTConv, x: dict, ei: dict) -> dict:
+    """PyG's HGTConv math in numpy, from the layer's own parameters (float64)."""
+    sd = {k: np.asarray(v, dtype=np.float64) for k, v in m.state_dict().items()}
+    H, C = m.heads, m.out_channels
+    D, R = C // H, len(m.edge_types)
+    kqv = {t: x[t] @ sd[f"kqv_lin.lins.{t}.weight"].T + sd[f"kqv_lin.lins.{t}.bias"]
+           for t in x}
+    k = {t: v[:, :C].reshape(-1, H, D) for t, v in kqv.items()}
+    q = {t: v[:, C:2 * C].reshape(-1, H, D) for t, v in kqv.items()}
+    v_ = {t: v[:, 2 * C:].reshape(-1, H, D) for t, v in kqv.items()}
+    logits, msgs, dsts = {}, {}, {}
+    for i, et in enumerate(m.edge_types):
+        if et not in ei:
+            continue
+        s, _, d = et
+        src, dst = ei[et]
+        wk = sd["k_rel.weight"][np.arange(H) * R + i]                 # [H, D, D]
+        wv = sd["v_rel.weight"][np.arange(H) * R + i]
+        kr = np.einsum("nhd,hde->nhe", k[s], wk)
+        vr = np.einsum("nhd,hde->nhe", v_[s], wv)
+        a = (q[d][dst] * kr[src]).sum(-1) * sd["p_rel." + "__".join(et)] / math.sqrt(D)
+        logits.setdefault(d, []).append(a)
+        msgs.setdefault(d, []).append(vr[src])
+        dsts.setdefault(d, []).append(dst)
+    out = {}
+    for d in logits:
+        a, msg, dst = (np.concatenate(logits[d]), np.concatenate(msgs[d]),
+                       np.concatenate(dsts[d]))
+        n = x[d].shape[0]
+        mx = np.full((n, H), -np.inf)
+        np.maximum.at(mx, dst, a)
+        e = np.exp(a - mx[dst])
+        den = np.zeros((n, H))
+        np.add.at(den, dst, e)
+        alpha = e / den[dst]
+        agg = np.zeros((n, H, D))
+        np.add.at(agg, dst, alpha[:, :, None] * msg)
+        g = agg.reshape(n, C)
+        g = 0.5 * g * (1 + _erf(g / math.sqrt(2)))
+        o = g @ sd[f"out_lin.lins.{d}.weight"].T + sd[f"out_lin.lins.{d}.bias"]
+        if o.shape[1] == x[d].shape[1]:
+            sk = 1 / (1 + np.exp(-sd[f"skip.{d}"]))
+            o = sk * o + (1 - sk) * x[d]
+        out[d] = o
+    return out
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+@pytest.mark.parametrize("same_size", [False, True], ids=["sizes", "skip"])
+def test_matches_numpy_reference(heads, same_size):
+    rng = np.random.default_rng(3)
+    feat = {"paper": 8, "author": 8, "term": 8} if same_size else None
+    x, ei = _graph(rng, feat)
+    in_ch = 8 if same_size else {"paper": 6, "author": 4, "term": 5}
+    m = HGTConv(in_ch, 8, META, heads=heads).double()
+    with rtx.no_grad():   # non-trivial skip / p_rel (initialised to 1)
+        for p in m.parameters():
+            if p.shape in ((1,), (1, heads)):
+                p.copy_(rtx.tensor(rng.uniform(-1.5, 1.5, p.shape)))
+    got = m({t: rtx.tensor(v) for t, v in x.items()}, ei)
+    want = _reference(m, x, ei)
+    assert set(got) == set(want) == {"paper", "author"}
+    for t in want:
+        np.testing.assert_allclose(got[t].numpy(), want[t], rtol=1e-10, atol=1e-12)
+    # one relation only: a type that receives nothing is left out
+    one = {EDGES[0]: ei[EDGES[0]]}
+    got1 = m({t: rtx.tensor(v) for t, v in x.items()}, one)
+    assert set(got1) == {"paper"}
+    np.testing.assert_allclose(got1["paper"].numpy(), _reference(m, x, one)["paper"],
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_the_joined_edges_are_built_once_per_graph():
+    """The per-target joined EdgeIndex is reused while the relations' edges are the
+    same; edges written in place build it again (and change the output)."""
+    rng = np.random.default_rng(6)
+    x, ei = _graph(rng)
+    m = HGTConv({"paper": 6, "author": 4, "term": 5}, 8, META, heads=2).double()
+    xr = {t: rtx.tensor(v) for t, v in x.items()}
+    out1 = m(xr, ei)["paper"].numpy()
+    joined = m._joined_cache["paper"][1]
+    m(xr, {k: v.copy() for k, v in ei.items()})
+    assert m._joined_cache["paper"][1] is joined
+    ei[EDGES[2]][0, 0] = (ei[EDGES[2]][0, 0] + 1) % NODES["paper"]
+    out2 = m(xr, ei)["paper"].numpy()
+    assert m._joined_cache["paper"][1] is not joined
+    np.testing.assert_allclose(out2, _reference(m, x, ei)["paper"], rtol=1e-10, atol=1e-12)
+    assert not np.array_equal(out1, out2)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("heads", [1, 2])
 @pytest.mark.parametrize("same_size", [False, True], ids=["sizes", "skip"])
@@ -51,6 +151,7 @@ def test_matches_pyg_values_and_gradients(dtype, heads, same_size):
     x, ei = _graph(rng, feat)
     in_ch = 8 if same_size else {"paper": 6, "author": 4, "term": 5}
     ref, m = _pair(in_ch, 8, heads, dtype)
+    torch, _ = _pyg()
     xt = {t: torch.tensor(v.astype(dtype), requires_grad=True) for t, v in x.items()}
     eit = {et: torch.tensor(v) for et, v in ei.items()}
     xr = {t: rtx.tensor(v.astype(dtype), requires_grad=True) for t, v in x.items()}
@@ -128,6 +229,8 @@ def test_the_ready_made_hgt_matches_pygs_example_model():
     ei[("paper", "has", "term")] = np.stack([rng.integers(0, 7, 9), rng.integers(0, 3, 9)])
     meta = (list(NODES), list(ei))
     in_ch = {"paper": 6, "author": 4, "term": 5}
+
+    torch, pyg_nn = _pyg()
 
     class PygHGT(torch.nn.Module):
         def __init__(self):

@@ -28,13 +28,37 @@ def test_the_typed_graph_and_the_wiring_are_hgbs():
     # authors follow papers (metadata order); self-loops last, as one more type
     want_src = np.concatenate([ei[meta[1][0]][0] + 5, ei[meta[1][1]][0], np.arange(9)])
     want_dst = np.concatenate([ei[meta[1][0]][1], ei[meta[1][1]][1], np.arange(9)])
-    np.testing.assert_array_equal(edge_index, np.stack([want_src, want_dst]))
-    np.testing.assert_array_equal(edge_type, [0] * 8 + [1] * 6 + [2] * 9)
+    assert (edge_index.num_src, edge_index.num_dst) == (9, 9) and edge_type.num_rows == 3
+    np.testing.assert_array_equal(edge_index.src.indices, want_src)
+    np.testing.assert_array_equal(edge_index.dst.indices, want_dst)
+    np.testing.assert_array_equal(edge_type.indices, [0] * 8 + [1] * 6 + [2] * 9)
     convs = list(m.gat_layers)
     assert len(convs) == 3 and [c.heads for c in convs] == [2, 2, 1]
     assert [c.residual for c in convs] == [False, True, True]
     assert all(c.num_edge_types == 3 for c in convs)
     assert "fc_list.author.weight" in m.state_dict()
+
+
+def test_the_typed_graph_is_built_once_per_graph():
+    """The joined graph is kept while the relations' edges are the same (the same
+    arrays, or equal copies: rtx's plan cache returns the same checked edges); new
+    edge values, in place or not, or other node counts build it again."""
+    meta, x, ei = _tiny()
+    m = SimpleHGN(meta, {"paper": 3, "author": 2}, 4, 3, num_layers=1, heads=2, edge_dim=5)
+    m.eval()  # no dropout: the outputs differ only if the graph does
+    xs = {k: rtx.tensor(v) for k, v in x.items()}
+    g1 = m._graph(xs, ei)
+    out1 = m(xs, ei).numpy()
+    assert m._graph(xs, ei)[0] is g1[0]
+    np.testing.assert_array_equal(m(xs, ei).numpy(), out1)
+    assert m._graph(xs, {k: v.copy() for k, v in ei.items()})[0] is g1[0]
+    ei[meta[1][1]][0, 0] = (ei[meta[1][1]][0, 0] + 1) % 5   # written in place
+    g2 = m._graph(xs, ei)
+    assert g2[0] is not g1[0]
+    np.testing.assert_array_equal(g2[0].src.indices[8], ei[meta[1][1]][0, 0])
+    assert not np.array_equal(m(xs, ei).numpy(), out1)
+    bigger = dict(xs, author=rtx.tensor(np.random.default_rng(9).standard_normal((6, 2))))
+    assert m._graph(bigger, ei)[2] == 11
 
 
 def test_logits_are_l2_normalised_rows_of_the_target_and_gradcheck():

@@ -97,6 +97,8 @@ class HGTConv(Module):
         # per relation, the rows of k_rel / v_rel its heads use: h * R + r
         self._rel_rows = {et: np.arange(heads, dtype=np.int64) * R + i
                           for et, i in self.edge_types_map.items()}
+        # per target type, the joined edges of the last forward (_joined)
+        self._joined_cache: dict[str, tuple[tuple[EdgeIndex, ...], EdgeIndex]] = {}
 
     def _relate(self, typed: HeteroLinear, x: Tensor, et: EdgeType) -> Tensor:
         """``x [N, H, D]`` with each head through its relation's ``[D, D]`` matrix."""
@@ -146,7 +148,7 @@ class HGTConv(Module):
         out_dict: dict[str, Tensor] = {}
         for d, rels in parts.items():
             n_dst = x_dict[d].shape[0]
-            ks, vs, alphas, srcs, dsts = [], [], [], [], []
+            ks, vs, alphas = [], [], []
             offset = 0
             for et, ei in rels:
                 k = self._relate(self.k_rel, k_dict[et[0]], et)
@@ -156,16 +158,12 @@ class HGTConv(Module):
                 alphas.append((qi * kj).sum(-1) * self.p_rel["__".join(et)])  # [E, H]
                 ks.append(k)
                 vs.append(v)
-                srcs.append(ei.src.indices + offset)
-                dsts.append(ei.dst.indices)
                 offset += k.shape[0]
             alpha = concat(alphas, 0) if len(alphas) > 1 else alphas[0]
-            src = np.concatenate(srcs)
-            dst = np.concatenate(dsts)
-            alpha = segment_softmax(alpha * (1.0 / math.sqrt(D)), dst, n_dst)
+            graph = self._joined(d, rels, offset, n_dst)
+            alpha = segment_softmax(alpha * (1.0 / math.sqrt(D)), graph.dst, n_dst)
             vtab = concat(vs, 0) if len(vs) > 1 else vs[0]
-            agg = message_passing(vtab, EdgeIndex(np.stack([src, dst]), offset, n_dst),
-                                  n_dst, alpha)                            # [N_dst, H, D]
+            agg = message_passing(vtab, graph, n_dst, alpha)               # [N_dst, H, D]
             out_dict[d] = agg.reshape(n_dst, C)
 
         a_dict = self.out_lin({t: F.gelu(v) for t, v in out_dict.items()})
@@ -176,6 +174,28 @@ class HGTConv(Module):
                 out = a * out + (1 - a) * x_dict[t]
             out_dict[t] = out
         return out_dict
+
+    def _joined(self, d: str, rels: list[tuple[EdgeType, EdgeIndex]], num_src: int,
+                n_dst: int) -> EdgeIndex:
+        """The edges into node type ``d`` of all its relations as one ``EdgeIndex``
+        over the relations' key / value tables side by side (each relation's sources
+        offset by the tables before it).  Built once per graph: kept while the
+        relations' checked ``EdgeIndex`` es are the same objects (rtx's plan cache
+        hands the same one back for the same edge arrays)."""
+        key = tuple(ei for _, ei in rels)
+        cached = self._joined_cache.get(d)
+        if (cached is not None and len(cached[0]) == len(key)
+                and all(a is b for a, b in zip(cached[0], key, strict=True))):
+            return cached[1]
+        srcs, dsts, offset = [], [], 0
+        for _, ei in rels:
+            srcs.append(ei.src.indices.astype(np.int64) + offset)
+            dsts.append(ei.dst.indices.astype(np.int64))
+            offset += ei.num_src
+        graph = EdgeIndex(np.stack([np.concatenate(srcs), np.concatenate(dsts)]), num_src,
+                          n_dst)
+        self._joined_cache[d] = (key, graph)
+        return graph
 
     def __repr__(self) -> str:  # PyG's one line
         return f"{type(self).__name__}(-1, {self.out_channels}, heads={self.heads})"

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...backend.index_plan import as_edge_index
+from ...backend.index_plan import EdgeIndex, IndexPlan, as_edge_index
 from ...data.naming import check_edge_type, check_name
 from ...functional import concat
 from ...tensor import Tensor
@@ -79,21 +79,37 @@ class SimpleHGN(Module):
         layers.append(SimpleHGNConv(hidden_channels * heads, out_channels, heads=1,
                                     residual=True, activation=None, **kw))
         self.gat_layers = ModuleList(layers)
+        # the one typed graph of the last forward, kept while its relations' checked
+        # edges are the same objects (rtx's plan cache hands the same EdgeIndex back
+        # for the same edge arrays): (relations' EdgeIndex es, graph, types, N)
+        self._graph_cache: tuple[tuple[EdgeIndex, ...], EdgeIndex, IndexPlan, int] | None = None
 
     def _graph(self, x_dict: Mapping[str, Tensor],
-               edge_index_dict: Mapping[EdgeType, Any]) -> tuple[np.ndarray, np.ndarray, int]:
-        """The one typed graph: ``edge_index [2, E + N]``, ``edge_type [E + N]``, ``N``."""
+               edge_index_dict: Mapping[EdgeType, Any]) -> tuple[EdgeIndex, IndexPlan, int]:
+        """The one typed graph over all ``N`` nodes: its ``EdgeIndex`` (the relations'
+        edges, offset by node type, then a self-loop on every node) and each edge's
+        type (an ``IndexPlan`` over the relations + 1).  Built once for a graph: while
+        every relation's checked ``EdgeIndex`` is the same object as at the last
+        forward, the last graph is reused (no concatenation, check or grouping)."""
         offset, n = {}, 0
         for t in self.node_types:
             offset[t] = n
             n += x_dict[t].shape[0]
-        srcs, dsts, types = [], [], []
-        for i, et in enumerate(self.edge_types):
+        rels = []
+        for et in self.edge_types:
             if et not in edge_index_dict:
                 raise ValueError(f"SimpleHGN: edge_index_dict has no edges for {et!r}")
             s, _, d = et
-            ei = as_edge_index(edge_index_dict[et], x_dict[s].shape[0], x_dict[d].shape[0],
-                               "SimpleHGN")
+            rels.append(as_edge_index(edge_index_dict[et], x_dict[s].shape[0],
+                                      x_dict[d].shape[0], "SimpleHGN"))
+        key = tuple(rels)
+        cached = self._graph_cache
+        if (cached is not None and cached[3] == n and len(cached[0]) == len(key)
+                and all(a is b for a, b in zip(cached[0], key, strict=True))):
+            return cached[1], cached[2], n
+        srcs, dsts, types = [], [], []
+        for i, (et, ei) in enumerate(zip(self.edge_types, rels, strict=True)):
+            s, _, d = et
             srcs.append(ei.src.indices.astype(np.int64) + offset[s])
             dsts.append(ei.dst.indices.astype(np.int64) + offset[d])
             types.append(np.full(ei.num_edges, i, np.int64))
@@ -101,7 +117,10 @@ class SimpleHGN(Module):
         src = np.concatenate(srcs + [loops])
         dst = np.concatenate(dsts + [loops])
         et_ = np.concatenate(types + [np.full(n, len(self.edge_types), np.int64)])
-        return np.stack([src, dst]), et_, n
+        graph = EdgeIndex(np.stack([src, dst]), n, n)
+        plan = IndexPlan(et_, len(self.edge_types) + 1)
+        self._graph_cache = (key, graph, plan, n)
+        return graph, plan, n
 
     def forward(self, x_dict: Mapping[str, Tensor],
                 edge_index_dict: Mapping[EdgeType, Any]) -> Tensor:
