@@ -8,6 +8,8 @@ torch 2.2, numpy < 2, no rtx) imports this module too.
 - :func:`rss_kib` / :func:`reset_peak`: a phase's peak RSS (write ``5`` to
   ``/proc/self/clear_refs``, then read ``VmHWM``): ``ru_maxrss`` of a child keeps the
   parent's high-water mark and its own setup peak.
+- :func:`use_checkout_build`: which rtx a benchmark measures (the checkout's in-place
+  build when there is one, unless ``PYTHONPATH`` names an rtx build already).
 - :func:`dgl_python`: the interpreter of DGL's environment, if there is one.
 - :class:`Worker` / :func:`serve`: a persistent child answering JSON requests line by
   line, so that several libraries' processes can be timed interleaved (A B C A B C)
@@ -65,6 +67,31 @@ def reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def _has_build(d: str) -> bool:
+    """Whether ``d/rtx`` holds a compiled rtx extension."""
+    rtx_dir = os.path.join(d, "rtx")
+    try:
+        names = os.listdir(rtx_dir)
+    except OSError:
+        return False
+    return any(f.startswith("_kernels.") and f.endswith((".so", ".pyd")) for f in names)
+
+
+def use_checkout_build() -> bool:
+    """Make the rtx to measure importable, for this process and (through
+    ``PYTHONPATH``) its children: an rtx build that ``PYTHONPATH`` already names wins
+    (an explicit choice: the ASan job's instrumented copy, another worktree); else the
+    checkout's in-place build when there is one; else nothing changes (the installed
+    rtx).  Returns whether the checkout's build was put first."""
+    named = [d for d in os.environ.get("PYTHONPATH", "").split(os.pathsep) if d]
+    if any(_has_build(d) for d in named) or not _has_build(ROOT):
+        return False
+    if ROOT not in sys.path[:1]:
+        sys.path.insert(0, ROOT)
+    os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *named])
+    return True
 
 
 def dgl_python(explicit: str | None = None) -> str | None:

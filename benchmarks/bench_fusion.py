@@ -35,7 +35,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.path.dirname(os.path.dirname(os.path.abspath(__file__))) not in sys.path:
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks._proc import use_checkout_build  # noqa: E402 - stdlib only
+
+use_checkout_build()
 import rtx  # noqa: E402 - the checkout's in-place build when there is one
 from benchmarks.bench import _loadavg, _try_import, interleaved, machine, table, today  # noqa: E402
 from rtx.fusion import Fusion  # noqa: E402

@@ -76,6 +76,7 @@ from benchmarks._proc import (  # noqa: E402 - numpy + stdlib only (DGL's venv i
     reset_peak,
     rss_kib,
     run_json_child,
+    use_checkout_build,
     write_json,
 )
 
@@ -84,18 +85,6 @@ from benchmarks._proc import (  # noqa: E402 - numpy + stdlib only (DGL's venv i
 HETGAT_PATH_KWARG = "path"
 LIBS = ("rtx", "pyg", "dgl")
 EdgeType = tuple[str, str, str]
-
-
-def _use_inplace_build() -> None:
-    """Measure the checkout's in-place build when there is one (as benchmarks/run.py),
-    else the installed rtx; children inherit the choice through PYTHONPATH."""
-    root = os.path.dirname(HERE)
-    rtx_dir = os.path.join(root, "rtx")
-    if os.path.isdir(rtx_dir) and any(f.startswith("_kernels.") and f.endswith((".so", ".pyd"))
-                                      for f in os.listdir(rtx_dir)):
-        sys.path.insert(0, root)
-        rest = os.environ.get("PYTHONPATH", "")
-        os.environ["PYTHONPATH"] = root + (os.pathsep + rest if rest else "")
 
 
 def _masks_acc(pred: np.ndarray, d: dict[str, np.ndarray]) -> dict[str, float]:
@@ -599,10 +588,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         if args.child != "dgl":
-            _use_inplace_build()
+            use_checkout_build()
         _child_main(args)
         return 0
-    _use_inplace_build()
+    use_checkout_build()
     if args.sizes is None:
         args.sizes = [14328] if args.graph == "dblp" else [30000, 100000]
     if args.quick:

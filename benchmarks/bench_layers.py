@@ -33,14 +33,9 @@ from typing import Any
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _use_inplace_build() -> None:
-    root = os.path.dirname(HERE)
-    rtx_dir = os.path.join(root, "rtx")
-    if os.path.isdir(rtx_dir) and any(f.startswith("_kernels.") and f.endswith((".so", ".pyd"))
-                                      for f in os.listdir(rtx_dir)):
-        sys.path.insert(0, root)
+if os.path.dirname(HERE) not in sys.path:   # `benchmarks` importable, after any installed rtx
+    sys.path.append(os.path.dirname(HERE))
+from benchmarks._proc import use_checkout_build  # noqa: E402 - stdlib only
 
 
 def _rss_kib(field: str) -> int:
@@ -193,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.nodes, args.edges, args.repeats = 5_000, 50_000, 2
-    _use_inplace_build()
+    use_checkout_build()
     import torch
 
     import rtx

@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.append(os.path.dirname(HERE))
 from benchmarks import bench_hetgat as bh  # noqa: E402
-from benchmarks._proc import load_str, loadavg, write_json  # noqa: E402
+from benchmarks._proc import load_str, loadavg, use_checkout_build, write_json  # noqa: E402
 
 DEFAULT_LIBS = "rtx:per-relation,rtx:grouped,pyg,dgl"
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.papers, args.edges, args.relations = 2000, 20_000, [6, 20]
         args.epochs, args.rounds = 3, 1
-    bh._use_inplace_build()
+    use_checkout_build()
 
     import rtx
     from benchmarks.graphs import relations_hetgraph

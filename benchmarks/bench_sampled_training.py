@@ -55,7 +55,7 @@ def _labels(n: int) -> np.ndarray:
 
 
 def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
-    sys.path.insert(0, ROOT)
+    bs.use_checkout_build()
     import rtx
     from rtx.data import HeteroData
     from rtx.loader import NeighborLoader
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
               "the peak RSS (target <= 0.6x)")
     print(f"# load average at end (1/5/15 min): {bs._loadavg()}")
     if args.json:
-        sys.path.insert(0, ROOT)
+        bs.use_checkout_build()
         from rtx._fileio import atomic_write
         with atomic_write(args.json, "w") as fh:
             json.dump({"scale": args.scale, **a, "loadavg_end": bs._loadavg(),

@@ -71,6 +71,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:   # `benchmarks` importable, after any installed rtx
+    sys.path.append(ROOT)
+from benchmarks._proc import use_checkout_build  # noqa: E402 - stdlib only
 
 # ogbn-mag at scale 1
 MAG_NODES = {"paper": 736_389, "author": 1_134_649, "institution": 8_740,
@@ -144,7 +147,7 @@ def mag_graph(scale: float, seed: int = 0) -> tuple[dict[str, int], dict[tuple[s
 def _from_synthetic_mag(scale: float, seed: int) -> Any:
     """``rtx.datasets.synthetic_mag`` in the layout above, or None when it is absent
     or its graph does not read as expected (then the generator below is used)."""
-    sys.path.insert(0, ROOT)       # the checkout's rtx (its in-place build)
+    use_checkout_build()
     try:
         import rtx.datasets as ds
     except ImportError:
@@ -204,7 +207,7 @@ def _batches(train: np.ndarray, n: int, seed: int) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------ children
 def child_rtx(d: str, fanouts: list[int], threads: int, batches: int, warmup: int) -> dict:
-    sys.path.insert(0, ROOT)
+    use_checkout_build()
     import rtx
     from rtx.loader import NeighborSampler
 
@@ -344,7 +347,7 @@ def _tiny_hetgat(rtx: Any, data: Any, hidden: int, heads: int = 2) -> Any:
 
 def run_loader(args: argparse.Namespace, fanouts: list[int]) -> dict[str, Any]:
     """Wall time per batch with prefetch 0 and 1, the loader and training alone."""
-    sys.path.insert(0, ROOT)
+    use_checkout_build()
     import rtx
     import rtx.nn.functional as F
     from rtx.loader import NeighborLoader
@@ -490,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [run_loader(args, fanouts) for fanouts in fan_sets]
         print(f"# load average at end (1/5/15 min): {_loadavg()}")
         if args.json:
-            sys.path.insert(0, ROOT)
+            use_checkout_build()
             from rtx._fileio import atomic_write
             with atomic_write(args.json, "w") as fh:
                 json.dump({"mode": "loader", "scale": args.scale, "loadavg_end": _loadavg(),
@@ -546,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_row(row)
     print(f"# load average at end (1/5/15 min): {_loadavg()}")
     if args.json:
-        sys.path.insert(0, ROOT)
+        use_checkout_build()
         from rtx._fileio import atomic_write
         with atomic_write(args.json, "w") as fh:
             json.dump({"scale": args.scale, "threads": args.threads, "batch": BATCH,

@@ -54,6 +54,7 @@ from benchmarks._proc import (  # noqa: E402 - numpy + stdlib only (DGL's venv i
     load_str,
     loadavg,
     serve,
+    use_checkout_build,
     write_json,
 )
 
@@ -344,10 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         S.lib = args.worker
         if args.worker != "dgl":
-            _inplace()
+            use_checkout_build()
         serve(_handle)
         return 0
-    _inplace()
+    use_checkout_build()
     if args.quick:
         args.nodes, args.edges, args.repeats = 2000, 20_000, 3
     t_start, load0 = time.time(), loadavg()
@@ -409,17 +410,6 @@ def _missing(mod: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(mod) is None
-
-
-def _inplace() -> None:
-    """The checkout's in-place build when there is one (children inherit PYTHONPATH)."""
-    root = os.path.dirname(HERE)
-    rtx_dir = os.path.join(root, "rtx")
-    if os.path.isdir(rtx_dir) and any(f.startswith("_kernels.") and f.endswith((".so", ".pyd"))
-                                      for f in os.listdir(rtx_dir)):
-        sys.path.insert(0, root)
-        rest = os.environ.get("PYTHONPATH", "")
-        os.environ["PYTHONPATH"] = root + (os.pathsep + rest if rest else "")
 
 
 if __name__ == "__main__":

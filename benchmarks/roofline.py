@@ -532,9 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2,000 papers, 3 epochs")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    from benchmarks.bench_hetgat import _use_inplace_build
+    from benchmarks._proc import use_checkout_build
 
-    _use_inplace_build()
+    use_checkout_build()
     if args.quick:
         args.sizes, args.epochs, args.profile_epochs = [2000], 3, 1
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
