@@ -35,7 +35,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:   # `benchmarks` importable, after any installed rtx
     sys.path.append(os.path.dirname(HERE))
-from benchmarks._proc import use_checkout_build  # noqa: E402 - stdlib only
+from benchmarks._proc import use_checkout_build, write_json  # noqa: E402 - stdlib only
 
 
 def _rss_kib(field: str) -> int:
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="rgcn-<R>: RGCNConv with R relations; hetlin-<T>: HeteroLinear, "
                         "T types")
     p.add_argument("--quick", action="store_true", help="N = 5k, E = 50k, 2 repeats")
+    p.add_argument("--json", default=None, help="also write the figures here (atomically)")
     args = p.parse_args(argv)
     if args.quick:
         args.nodes, args.edges, args.repeats = 5_000, 50_000, 2
@@ -211,6 +212,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{mr / mp if mp > 0 else float('nan'):6.2f} {al:13.1f}")
     print(f"load average at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} "
           "(not of record unless the machine was quiet)")
+    if args.json:
+        write_json(args.json, {
+            "nodes": args.nodes, "edges": args.edges, "features": args.features,
+            "out": args.out, "heads": args.heads, "threads": args.threads,
+            "repeats": args.repeats, "load_start": list(load0), "load_end": list(load1),
+            "versions": {"rtx": getattr(rtx, "__version__", "?"), "torch": torch.__version__},
+            "layers": {kind: {"rtx_s": tr, "pyg_s": tp, "time_x": tr / tp, "rtx_mib": mr,
+                              "pyg_mib": mp, "mem_x": mr / mp if mp > 0 else None,
+                              "rtx_alloc_mib": al}
+                       for kind, tr, tp, mr, mp, al in rows}})
     return 0
 
 

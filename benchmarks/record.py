@@ -20,6 +20,8 @@ hetgat-synthetic    ``bench_hetgat.py --graph synthetic --sizes 30000 100000 --e
 hetgat-wide         ``bench_hetgat.py --graph wide --sizes 30000 100000 --epochs 8 --rounds 3``
 hetgat-dblp         ``bench_hetgat.py --graph dblp --epochs 8 --rounds 3`` (``--hgb-path``)
 relations           ``bench_relations.py --relations 6 20 60 --epochs 6 --rounds 2``
+layers              ``bench_layers.py`` (issue 21: each conv layer's step beside PyG's, E = 1M,
+                    N = 100k; RGCN with 8 and 64 relations)
 ==================  ==========================================================================
 
 **Quiet machine.**  It refuses to start (exit 2) when the 1-minute load average is above
@@ -99,6 +101,7 @@ def steps(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         ("relations", [py, os.path.join(b, "bench_relations.py"),
                        *(["--relations", "6", "20", "60", "--epochs", "6", "--rounds", "2"]
                          if not args.quick else []), *q, *dgl]),
+        ("layers", [py, os.path.join(b, "bench_layers.py"), *q]),
     ]
 
 
@@ -244,6 +247,12 @@ def table_rows(name: str, r: dict[str, Any]) -> list[tuple[str, str, str]]:
                          "<= 0.5x" if R == rs[-1] else "-"))
             for k, x in r["relations"][str(R)]["summary"]["ratios"].items():
                 rows.append((f"{R} relations: epoch {k}", _fmt(x["epoch_s"]), "-"))
+    elif name == "layers":
+        for kind, v in r["layers"].items():
+            rows.append((f"layer {kind} step (E = {r['edges']:,}): time rtx / PyG",
+                         _fmt(v["time_x"]), "<= 0.5x"))
+            rows.append((f"layer {kind} step: working memory rtx / PyG", _fmt(v["mem_x"]),
+                         "<= 0.5x"))
     return rows
 
 
