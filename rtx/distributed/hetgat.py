@@ -199,6 +199,12 @@ class DistributedHetGAT:
             if not self._layered:
                 raise ValueError("DistributedHetGAT: halo='exchange' runs rtx.nn.HetGAT's "
                                  "layers; other models need halo='replicated'")
+            m = self.model
+            if m.dropout or m.featureless:
+                raise ValueError("DistributedHetGAT: halo='exchange' runs HetGAT's layers "
+                                 "itself, without feature dropout or embeddings of featureless "
+                                 "node types; use halo='replicated' (HetGAT's own forward) "
+                                 f"for dropout={m.dropout}, featureless={list(m.featureless)}")
             self._setup_exchange()
 
     # ------------------------------------------------------------- exchange
@@ -342,19 +348,15 @@ class DistributedHetGAT:
         with ``halo="exchange"`` only the owned target nodes' rows).
 
         For ``rtx.nn.HetGAT`` each layer gets only the edges it needs
-        (``LocalGraph.layer_edge_index``: the last layer only the owned nodes'
-        in-edges), running HetGAT's layers (``convs``, ELU, ``lin``) here;
-        other models get every local edge in one dict."""
-        m = self.model
+        (``LocalGraph.layer_edge_index``, one dict per layer, passed to
+        ``HetGAT.forward``: the last layer only the owned nodes' in-edges);
+        other models get every local edge in one dict.  ``halo="exchange"``
+        runs HetGAT's layers here, a halo exchange between each two."""
         if self.halo == "exchange":
             self.ddp._forwards += 1  # a forward through DDP's model (agreed at each sync)
             return self._logits_exchange()
-        if self._layered:
-            self.ddp._forwards += 1
-            h = self.x_dict
-            for conv, edges in zip(m.convs, self.local.layer_edge_index, strict=True):
-                h = {nt: elu(v) for nt, v in conv(h, edges).items()}
-            return m.lin(h[m.target])
+        if self._layered:  # HetGAT's own forward, each layer on its trimmed edges
+            return self.ddp(self.x_dict, list(self.local.layer_edge_index))
         return self.ddp(self.x_dict, self.graph.edge_index_dict)
 
     def loss(self, logits: Any) -> tuple[Any, float]:

@@ -136,6 +136,32 @@ def test_two_ranks_hetgat_match_one_process_loss_curve(world):
     assert run.ddp.check_consistency()
 
 
+def test_hetgat_dropout_runs_through_hetgats_own_forward(world):
+    """halo='replicated' runs HetGAT.forward (one edge dict per layer), so the model's
+    feature dropout applies; halo='exchange' runs the layers itself and refuses a
+    model with dropout (it would silently leave it out)."""
+    rank, size = world
+    data = synthetic_hetgraph(300, seed=2, dtype=np.float64)
+
+    def dropped(*a, **k):
+        return nn.HetGAT(*a, dropout=0.5, **k).double()
+
+    plain = DistributedHetGAT(data, 8, 2, 2, seed=rank, model_fn=_hetgat_double)
+    drop = DistributedHetGAT(data, 8, 2, 2, seed=rank, model_fn=dropped)
+    with rtx.no_grad():
+        drop.model.load_state_dict(plain.model.state_dict())
+        rtx.manual_seed(rank)
+        train_logits = drop.logits().numpy()
+        drop.model.eval()
+        np.testing.assert_array_equal(drop.logits().numpy(), plain.logits().numpy())
+    assert not np.allclose(train_logits, plain.logits().numpy())
+    rows = [row for row, _ in drop.train(2, lr=0.02, weight_decay=5e-4)]
+    assert all(np.isfinite(r["loss"]) for r in rows)
+    with pytest.raises(ValueError, match="without feature dropout"):
+        DistributedHetGAT(data, 8, 2, 2, model_fn=dropped, halo="exchange")
+    dist.barrier()
+
+
 def test_example_distributed_end_to_end(world, tmp_path_factory):
     """`python -m rtx.examples.hetgat --distributed` at tiny scale: rank 0 writes
     the checkpoint and metrics with a per-rank report."""

@@ -30,13 +30,15 @@ def _tiny(seed=0, n_item=5, n_user=4, dtype=np.float64):
     return x, ei
 
 
-def _hetgat_ref(model, x, ei):
+def _hetgat_ref(model, x, ei, layer_ei=None):
     """HetGAT from the numpy GATConv reference: per layer, sum the relations into
-    each type, ELU; then the linear head."""
+    each type, ELU; then the linear head (``layer_ei``: one edge dict per layer)."""
     sd = model.state_dict()
     h = dict(x)
     for layer, rels in enumerate(model.layer_edge_types):
         out = {}
+        if layer_ei is not None:
+            ei = layer_ei[layer]
         for s, r, d in rels:
             pre = f"convs.{layer}.convs.<{s}___{r}___{d}>."
             p = {k[len(pre):]: v for k, v in sd.items() if k.startswith(pre)}
@@ -81,6 +83,36 @@ def test_hetgat_values_match_reference(layers):
                num_layers=layers, target="item").double()
     out = m(_t(x), ei)
     np.testing.assert_allclose(out.numpy(), _hetgat_ref(m, x, ei), rtol=1e-12, atol=1e-12)
+
+
+def test_hetgat_takes_one_edge_dict_per_layer():
+    """A list of edge dicts, one per layer (a graph trimmed per layer): each layer
+    runs its own edges; [ei] * layers is the plain forward, bit for bit, dropout
+    included (the same draws)."""
+    x, ei = _tiny(seed=7)
+    rtx.manual_seed(7)
+    m = HetGAT((["item", "user"], EDGE_TYPES), {"item": 3, "user": 2}, 8, 3, heads=2,
+               num_layers=2, target="item").double()
+    np.testing.assert_array_equal(m(_t(x), [ei, ei]).numpy(), m(_t(x), ei).numpy())
+    # the last layer: only the in-edges of items 0 and 1 (its rows 0, 1 stay exact)
+    last = {et: e[:, e[1] < 2] for et, e in ei.items() if et[2] == "item"}
+    out = m(_t(x), [ei, last]).numpy()
+    want = _hetgat_ref(m, x, ei, layer_ei=[ei, last])
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out[:2], m(_t(x), ei).numpy()[:2], rtol=1e-12, atol=1e-12)
+    assert not np.allclose(out[2:], m(_t(x), ei).numpy()[2:])
+    drop = HetGAT((["item", "user"], EDGE_TYPES), {"item": 3, "user": 2}, 8, 3, heads=2,
+                  target="item", dropout=0.4).double()
+    rtx.manual_seed(1)
+    a = drop(_t(x), ei).numpy()
+    rtx.manual_seed(1)
+    np.testing.assert_array_equal(drop(_t(x), [ei, ei]).numpy(), a)
+    with pytest.raises(ValueError, match="one per layer"):
+        m(_t(x), [ei])
+    with pytest.raises(TypeError, match=r"edge_index_dict\[1\] must be a dict"):
+        m(_t(x), [ei, list(ei.values())])
+    with pytest.raises(ValueError, match="no edges for edge type"):
+        m(_t(x), [ei, {}])
 
 
 @pytest.mark.filterwarnings("ignore:There exist node types")  # PyG's note on the last layer

@@ -242,13 +242,17 @@ class HetGAT(Module):
         return h
 
     def forward(self, x_dict: Mapping[str, Tensor],
-                edge_index_dict: Mapping[EdgeType, Any],
+                edge_index_dict: Mapping[EdgeType, Any] | Sequence[Mapping[EdgeType, Any]],
                 n_id_dict: Mapping[str, Any] | None = None) -> Tensor:
         """Logits ``[N_target, out_channels]``.  ``x_dict``: node type -> features
         ``[N_t, in_channels[t]]`` (featureless types omitted); ``edge_index_dict``:
-        edge type -> int ``[2, E]`` (or ``rtx.EdgeIndex``); ``n_id_dict``: node
-        type -> the global ids of a featureless type's nodes (a sampled batch's
-        ``n_id``: its embedding's rows; default: every row)."""
+        edge type -> int ``[2, E]`` (or ``rtx.EdgeIndex``), the same edges for every
+        layer, or a list of such dicts, one per layer, each holding (at least) that
+        layer's relations (``layer_edge_types[l]``): layer ``l`` then runs only its
+        own edges (a graph trimmed per layer, as a partition's last layer needs only
+        its owned nodes' in-edges); ``n_id_dict``: node type -> the global ids of a
+        featureless type's nodes (a sampled batch's ``n_id``: its embedding's rows;
+        default: every row)."""
         x_dict = self._inputs(x_dict, n_id_dict)
         for nt in self.node_types:
             x = x_dict[nt]
@@ -258,12 +262,26 @@ class HetGAT(Module):
             if x.ndim != 2 or x.shape[1] != self.in_channels[nt]:
                 raise ValueError(f"HetGAT: features of node type {nt!r} must have shape "
                                  f"[num_nodes, {self.in_channels[nt]}], got {x.shape}")
-        edges = {et: self._edges(et, edge_index_dict, x_dict) for et in self.edge_types}
+        if isinstance(edge_index_dict, (list, tuple)):
+            if len(edge_index_dict) != len(self.convs):
+                raise ValueError(f"HetGAT: a list of edge_index dicts needs one per layer "
+                                 f"({len(self.convs)}), got {len(edge_index_dict)}")
+            per_layer = []
+            for layer, (d, rels) in enumerate(zip(edge_index_dict, self.layer_edge_types,
+                                                  strict=True)):
+                if not isinstance(d, Mapping):
+                    raise TypeError(f"HetGAT: edge_index_dict[{layer}] must be a dict edge "
+                                    f"type -> edges, got {type(d).__name__}")
+                per_layer.append({et: self._edges(et, d, x_dict) for et in rels})
+        else:
+            one = cast(Mapping[EdgeType, Any], edge_index_dict)
+            edges = {et: self._edges(et, one, x_dict) for et in self.edge_types}
+            per_layer = [edges] * len(self.convs)
         h: Mapping[str, Tensor] = x_dict
-        for conv in self.convs:
+        for conv, layer_edges in zip(self.convs, per_layer, strict=True):
             if self.dropout and self.training:
                 h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
-            h = {nt: F.elu(v) for nt, v in conv(h, edges).items()}
+            h = {nt: F.elu(v) for nt, v in conv(h, layer_edges).items()}
         return self.lin(h[self.target])
 
     def _edges(self, et: EdgeType, edge_index_dict: Mapping[EdgeType, Any],
