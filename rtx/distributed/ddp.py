@@ -26,6 +26,10 @@ What it does, and when:
   result; ``check_consistency()`` verifies it.)
 * a parameter whose gradient is ``None`` on some ranks counts as zero there;
   one that has no gradient on any rank keeps ``.grad = None``.
+* **row-sparse gradients** (``Embedding(sparse=True)``, for ``SparseAdam``) stay
+  sparse: every rank's rows and values are gathered, summed per row in rank order
+  and divided by the world size (the union of the ranks' rows; PyTorch's DDP
+  gathers sparse gradients the same way), identical bits on every rank.
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from .._autodiff.sparse import RowSparseGrad
 from ..autograd.grad_mode import no_grad
 from ..autograd.graph import register_post_backward_hook
 from ..tensor import Tensor
@@ -68,6 +73,16 @@ def _named(module: Any, kind: str) -> list[tuple[str, Tensor]]:
             raise TypeError(f"DistributedDataParallel: {kind[:-1]} {name!r} is not an rtx.Tensor")
         out.append((name, t))
     return out
+
+
+def _is_sparse(g: Any) -> bool:
+    return type(g) is RowSparseGrad
+
+
+def _sparse_grad(p: Tensor) -> RowSparseGrad | None:
+    """``p.grad`` when it is row-sparse (``Embedding(sparse=True)``), else None."""
+    g: Any = p.grad
+    return g if type(g) is RowSparseGrad else None
 
 
 class _Bucket:
@@ -104,6 +119,7 @@ class DistributedDataParallel:
         buffers = _named(module, "buffers") if broadcast_buffers else []
         self._check_same_params(named, buffers)
         self._params = [p for _, p in named]
+        self._names = [n for n, _ in named]
         self._ids = {id(p) for p in self._params}
         self._forwards = 0  # forward() calls, and gradient reductions: agreed at each sync
         self._syncs = 0
@@ -206,12 +222,14 @@ class DistributedDataParallel:
                      shape=(len(self._params), sum(self.bucket_sizes)),
                      what="DistributedDataParallel.sync_gradients")
         self._syncs += 1
-        has = np.array([p.grad is not None for p in self._params], dtype=np.int8)
+        sparse = self._sync_sparse()   # row-sparse gradients (Embedding(sparse=True))
+        has = np.array([p.grad is not None and i not in sparse
+                        for i, p in enumerate(self._params)], dtype=np.int8)
         reqs = [comm.Iallreduce(MPI.IN_PLACE, has, op=MPI.MAX)]
         for b in self._buckets:
             for p, lo, hi in zip(b.params, b.offsets, b.offsets[1:], strict=False):
                 g = p.grad
-                if g is None:
+                if g is None or _is_sparse(g):  # (the sparse ones are done)
                     b.flat[lo:hi] = 0
                 else:
                     b.flat[lo:hi] = np.asarray(g).reshape(-1)
@@ -235,6 +253,66 @@ class DistributedDataParallel:
                 else:
                     p.grad = Tensor._make(p._ad.inner.from_numpy(avg.copy()), p._ad)
 
+    def _sync_sparse(self) -> set[int]:
+        """Average the row-sparse gradients (``Embedding(sparse=True)``) across ranks,
+        as PyTorch's DDP does for sparse gradients: every rank's rows and values are
+        gathered (raw bytes, one allgather), concatenated in rank order and summed per
+        row in that order (so every rank computes the same bits), then divided by the
+        world size; each rank's ``.grad`` becomes that coalesced ``RowSparseGrad``
+        (also a rank whose batch did not touch the embedding).  Returns the
+        positions of those parameters.  Which parameters are sparse is agreed first:
+        a parameter sparse on one rank and dense on another raises on every rank
+        before any gradient changes."""
+        what = "DistributedDataParallel.sync_gradients"
+        kinds = [0 if p.grad is None else 2 if _is_sparse(p.grad) else 1
+                 for p in self._params]
+        every = _comm.allgather_object(kinds, what)
+        sparse = sorted({i for ks in every for i, k in enumerate(ks) if k == 2})
+        if not sparse:
+            return set()
+        for i in sparse:
+            dense = [r for r, ks in enumerate(every) if ks[i] == 1]
+            if dense:
+                have = [r for r, ks in enumerate(every) if ks[i] == 2]
+                raise ValueError(f"{what}: parameter {self._names[i]!r} has a sparse gradient "
+                                 f"on rank {have[0]} but a dense one on rank {dense[0]}")
+        parts = []
+        for i in sparse:
+            p, g = self._params[i], _sparse_grad(self._params[i])
+            if g is not None:
+                idx = np.ascontiguousarray(g._idx, dtype=np.int64)
+                vals = np.ascontiguousarray(p._ad.inner.to_numpy(g._vals), dtype=p.dtype)
+            else:
+                idx = np.zeros(0, np.int64)
+                vals = np.zeros((0, *p.shape[1:]), p.dtype)
+            parts += [np.int64(idx.size).tobytes(), idx.tobytes(), vals.tobytes()]
+        blobs = _comm._allgather_bytes(b"".join(parts), what)
+        world = len(blobs)
+        rows: dict[int, list[np.ndarray]] = {i: [] for i in sparse}
+        values: dict[int, list[np.ndarray]] = {i: [] for i in sparse}
+        for blob in blobs:              # rank order
+            off = 0
+            for i in sparse:
+                p = self._params[i]
+                n = int(np.frombuffer(blob, np.int64, 1, off)[0])
+                off += 8
+                rows[i].append(np.frombuffer(blob, np.int64, n, off))
+                off += 8 * n
+                width = int(np.prod(p.shape[1:], dtype=np.int64))
+                values[i].append(np.frombuffer(blob, p.dtype, n * width, off).reshape(
+                    (n, *p.shape[1:])))
+                off += p.dtype.itemsize * n * width
+        for i in sparse:
+            p = self._params[i]
+            r, v = np.concatenate(rows[i]), np.concatenate(values[i])
+            uniq, inv = np.unique(r, return_inverse=True)
+            out = np.zeros((uniq.size, *p.shape[1:]), p.dtype)
+            np.add.at(out, inv.reshape(-1), v)        # in rank order: the same bits everywhere
+            np.divide(out, world, out=out)
+            B = p._ad.inner
+            p.grad = cast(Any, RowSparseGrad(uniq, B.from_numpy(out), tuple(p.shape), p._ad))
+        return set(sparse)
+
     def check_consistency(self) -> bool:
         """Whether every rank holds bitwise-identical parameters (and gradients,
         where present): one allgather of a digest per rank."""
@@ -243,7 +321,11 @@ class DistributedDataParallel:
         h = hashlib.sha256()
         for p in self._params:
             h.update(np.ascontiguousarray(p.numpy()).tobytes())
-            if p.grad is not None:
+            sg = _sparse_grad(p)
+            if sg is not None:
+                h.update(b"sparse" + np.ascontiguousarray(sg._idx).tobytes())
+                h.update(np.ascontiguousarray(sg._values().numpy()).tobytes())
+            elif p.grad is not None:
                 h.update(np.ascontiguousarray(p.grad.numpy()).tobytes())
         digests = _comm.allgather_object(h.hexdigest(), "check_consistency")
         return all(d == digests[0] for d in digests)

@@ -184,3 +184,62 @@ def test_ddp_over_rtx_nn_module(world):
         np.testing.assert_array_equal(p.numpy(), q.numpy())
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12, atol=1e-14,
                                    err_msg=n)
+
+
+def test_sparse_embedding_gradients_are_averaged_and_stay_sparse(world):
+    """Embedding(sparse=True) under DDP: each rank's batch touches its own rows (or
+    none); the gradient becomes the row-sparse average (the union of the rows, each
+    divided by the world size), equal to the full batch's, identical on every rank,
+    and SparseAdam steps stay in lock-step."""
+    import rtx.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(20, 3, sparse=True)
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, ids):
+            return self.lin(self.emb(ids)).sum()
+
+    rank, size = world
+    rtx.manual_seed(rank)  # a different init per rank: DDP broadcasts rank 0's
+    model = Model().double()
+    ddp = DDP(model)
+    ref = Model().double()
+    ref.load_state_dict(model.state_dict())
+    batches = [[np.array([1, 4, 4, 7]), np.array([4, 9, 19, 1])],
+               [np.array([2]), np.zeros(0, np.int64)]]     # step 2: one rank's batch is empty
+    opt = rtx.optim.SparseAdam(model.emb.parameters(), lr=0.1)
+    ref_opt = rtx.optim.SparseAdam(ref.emb.parameters(), lr=0.1)
+    for step in range(3):
+        every = [batches[min(step, 1)][r % 2] for r in range(size)]
+        opt.zero_grad()
+        ddp(every[rank]).backward()
+        ref_opt.zero_grad()
+        (sum(ref(b) for b in every) / size).backward()
+        g, want = model.emb.weight.grad, ref.emb.weight.grad
+        assert g.is_sparse and want.is_sparse
+        np.testing.assert_array_equal(g.indices().numpy(), want.indices().numpy())
+        np.testing.assert_allclose(g.values().numpy(), want.values().numpy(), rtol=1e-13)
+        np.testing.assert_allclose(model.lin.weight.grad.numpy(), ref.lin.weight.grad.numpy(),
+                                   rtol=1e-13)
+        assert ddp.check_consistency()
+        opt.step()
+        ref_opt.step()
+        np.testing.assert_allclose(model.emb.weight.numpy(), ref.emb.weight.numpy(), rtol=1e-12)
+
+
+def test_sparse_on_one_rank_and_dense_on_another_raises_everywhere(world):
+    import rtx.nn as nn
+
+    rank, size = world
+    emb = nn.Embedding(6, 2, sparse=True).double()
+    ddp = DDP(emb)
+    before = emb.weight.numpy().copy()
+    with pytest.raises(ValueError, match="sparse gradient on rank 0 but a dense one on rank 1"):
+        if rank == 0:
+            ddp(np.array([1, 2])).sum().backward()
+        else:  # a sparse and a dense use of the weight: a dense gradient
+            (ddp(np.array([1])).sum() + (emb.weight * 2).sum()).backward()
+    np.testing.assert_array_equal(emb.weight.numpy(), before)
