@@ -421,7 +421,8 @@ def main() -> int:
                        text=True,
                        errors="replace", preexec_fn=pre, timeout=args.seconds * 3 + 300)
     out = p.stdout + p.stderr
-    with open(os.path.join(ROOT, "build", "fuzz", "last.log"), "w") as fh:
+    log = os.path.join(ROOT, "build", "fuzz", "last-asan.log" if args.asan else "last.log")
+    with open(log, "w") as fh:
         fh.write(out)
     runs = re.findall(r"Done (\d+) runs", out) or re.findall(r"#(\d+)\s", out)
     cov = re.findall(r"cov: (\d+)", out)
@@ -438,7 +439,8 @@ def main() -> int:
               "coverage symbols, so atheris mutates unguided (replaying the corpus the "
               "coverage-guided runs grew, then random mutations of it)")
     if crash or p.returncode != 0:
-        print("=== fuzz: FINDING (log: build/fuzz/last.log, inputs: build/fuzz/findings/)")
+        print(f"=== fuzz: FINDING (log: {os.path.relpath(log, ROOT)}, inputs: "
+              "build/fuzz/findings/)")
         i = out.find(crash.group(0)) if crash else max(0, len(out) - 4000)
         print(out[max(0, i - 2000):i + 4000])
         return 1
