@@ -14,7 +14,9 @@ score the model.  Each side runs in a child process of its own, alternately
 * rtx: ``rtx.loader.NeighborLoader`` (prefetch 1) + ``rtx.nn.HetGAT`` (hidden
   ``--hidden``, ``--heads`` heads, 2 layers; a sparse ``rtx.nn.Embedding`` per
   featureless type, ``SparseAdam`` for them, ``Adam`` for the rest), cross-entropy
-  on the seeds.
+  on the seeds; the batch's ``num_sampled_nodes`` / ``num_sampled_edges`` trim each
+  layer to the hops it needs (PyG's ``trim_to_layer``; DGL's blocks do the same),
+  ``--no-trim`` runs every layer on the whole batch.
 * DGL: ``dgl.dataloading.NeighborSampler`` (fanouts reversed) + ``DataLoader``, and
   the same model written with DGL: per layer ``HeteroGraphConv({rel: GATConv}, "sum")``
   on the blocks (``allow_zero_in_degree``; DGL's GATConv adds no self-loops, rtx's
@@ -83,7 +85,10 @@ def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         batch = next(it)
         k = batch["paper"].batch_size
-        out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict)[:k]
+        trim = ({} if a.get("no_trim") else
+                dict(num_sampled_nodes_dict=batch.num_sampled_nodes_dict,
+                     num_sampled_edges_dict=batch.num_sampled_edges_dict))
+        out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict, **trim)[:k]
         loss = rtx.nn.functional.cross_entropy(
             out, rtx.tensor(y[batch["paper"].n_id.numpy()[:k]]))
         for o in opts:
@@ -190,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dgl-python", default=None)
     ap.add_argument("--no-dgl", action="store_true")
+    ap.add_argument("--no-trim", action="store_true",
+                    help="rtx: every layer on the whole batch (no trim to the layer)")
     ap.add_argument("--quick", action="store_true", help="scale 0.01, 3 batches, 1 round")
     ap.add_argument("--json", default=None, help="also write the results here (atomically)")
     ap.add_argument("--timeout", type=float, default=7200)
@@ -220,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
           f"heads, {args.threads} threads, {args.batches} timed batches after {args.warmup}")
     a = {"fanouts": args.fanouts, "threads": args.threads, "batches": args.batches,
          "warmup": args.warmup, "hidden": args.hidden, "heads": args.heads,
-         "timeout": args.timeout}
+         "timeout": args.timeout, "no_trim": args.no_trim}
     runs: dict[str, list[dict]] = {"rtx": [], "dgl": []}
     with tempfile.TemporaryDirectory(prefix="rtx-bench-sampled-training-") as d:
         bs.save_graph(d, nodes, edges, x, train)

@@ -223,7 +223,9 @@ def _epochs(task: _Task, model: HetGAT, opts: list[Any], args: argparse.Namespac
                 bs = int(b[T].batch_size)
                 for o in opts:
                     o.zero_grad()
-                out = model(b.x_dict, b.edge_index_dict, b.n_id_dict)[:bs]
+                out = model(b.x_dict, b.edge_index_dict, b.n_id_dict,  # trimmed per layer
+                            num_sampled_nodes_dict=b.num_sampled_nodes_dict,
+                            num_sampled_edges_dict=b.num_sampled_edges_dict)[:bs]
                 y = rtx.tensor(task.y[b[T].n_id.numpy()[:bs]])
                 loss = cross_entropy(out, y)
                 loss.backward()

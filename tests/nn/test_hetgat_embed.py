@@ -176,6 +176,64 @@ def test_sampled_training_with_sparse_adam_learns():
     assert losses[-1] < losses[0] - 0.3, losses
 
 
+@pytest.mark.parametrize("layers", [2, 3])
+def test_trimming_to_the_layer_gives_the_seeds_logits_and_gradients(layers):
+    """num_sampled_nodes_dict / num_sampled_edges_dict (PyG's trim_to_layer): layer l
+    runs on hops 0 .. L - l only; the seeds' logits are the untrimmed forward's bit
+    for bit, every gradient the same to rounding, and the later layers see fewer
+    rows."""
+    data = rtx.datasets.synthetic_mag(0.002, seed=1)
+    rtx.manual_seed(0)
+    m = HetGAT(data.metadata(), {"paper": 128, "author": None, "institution": None,
+                                 "field_of_study": None}, 8, data.num_classes, heads=2,
+               num_layers=layers, num_nodes_dict=data.num_nodes_dict, sparse=False).double()
+    train = np.flatnonzero(data["paper"].train_mask.numpy())
+    loader = NeighborLoader(data, [4] * layers, input_nodes=("paper", train), batch_size=32)
+    b = next(iter(loader))
+    k = b["paper"].batch_size
+    x = {"paper": b["paper"].x.double()}
+    kw = dict(num_sampled_nodes_dict=b.num_sampled_nodes_dict,
+              num_sampled_edges_dict=b.num_sampled_edges_dict)
+    grads = []
+    for trim in (False, True):
+        m.zero_grad()
+        out = m(x, b.edge_index_dict, b.n_id_dict, **(kw if trim else {}))
+        loss = cross_entropy(out[:k], b["paper"].y[:k])
+        loss.backward()
+        grads.append((out.shape[0], out[:k].numpy(),
+                      {n: p.grad.numpy() for n, p in m.named_parameters() if p.grad is not None}))
+    (n_full, full, g_full), (n_trim, trim, g_trim) = grads
+    np.testing.assert_array_equal(trim, full)
+    assert n_trim == sum(b["paper"].num_sampled_nodes[:2]) < n_full
+    assert g_trim.keys() == g_full.keys()
+    for n in g_full:
+        np.testing.assert_allclose(g_trim[n], g_full[n], rtol=1e-9, atol=1e-12, err_msg=n)
+
+
+def test_trimming_arguments_are_checked():
+    data = rtx.datasets.synthetic_mag(0.001, seed=2)
+    m = HetGAT(data.metadata(), {"paper": 128, "author": None, "institution": None,
+                                 "field_of_study": None}, 8, data.num_classes, heads=2,
+               num_nodes_dict=data.num_nodes_dict)
+    loader = NeighborLoader(data, [3, 3], input_nodes=("paper", np.arange(20)), batch_size=20)
+    b = next(iter(loader))
+    nodes, edges = b.num_sampled_nodes_dict, b.num_sampled_edges_dict
+    args = (b.x_dict, b.edge_index_dict, b.n_id_dict)
+    with pytest.raises(ValueError, match="needs both"):
+        m(*args, num_sampled_nodes_dict=nodes)
+    bad = dict(nodes, paper=list(nodes["paper"])[:2])
+    with pytest.raises(ValueError, match=r"num_sampled_nodes_dict\['paper'\]"):
+        m(*args, num_sampled_nodes_dict=bad, num_sampled_edges_dict=edges)
+    et = next(iter(edges))
+    bad_e = dict(edges)
+    bad_e[et] = [v + 1 for v in edges[et]]
+    with pytest.raises(ValueError, match="num_sampled_edges_dict"):
+        m(*args, num_sampled_nodes_dict=nodes, num_sampled_edges_dict=bad_e)
+    with pytest.raises(ValueError, match="not a list"):
+        m(b.x_dict, [b.edge_index_dict] * 2, b.n_id_dict, num_sampled_nodes_dict=nodes,
+          num_sampled_edges_dict=edges)
+
+
 def test_a_dropped_batch_is_freed_without_the_cyclic_collector():
     """HeteroData's stores hold their data weakly (as PyG's): no reference cycle, so a
     sampled batch's buffers go when the batch does (they used to wait for gc, which

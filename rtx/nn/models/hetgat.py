@@ -243,7 +243,10 @@ class HetGAT(Module):
 
     def forward(self, x_dict: Mapping[str, Tensor],
                 edge_index_dict: Mapping[EdgeType, Any] | Sequence[Mapping[EdgeType, Any]],
-                n_id_dict: Mapping[str, Any] | None = None) -> Tensor:
+                n_id_dict: Mapping[str, Any] | None = None, *,
+                num_sampled_nodes_dict: Mapping[str, Sequence[int]] | None = None,
+                num_sampled_edges_dict: Mapping[EdgeType, Sequence[int]] | None = None
+                ) -> Tensor:
         """Logits ``[N_target, out_channels]``.  ``x_dict``: node type -> features
         ``[N_t, in_channels[t]]`` (featureless types omitted); ``edge_index_dict``:
         edge type -> int ``[2, E]`` (or ``rtx.EdgeIndex``), the same edges for every
@@ -252,7 +255,17 @@ class HetGAT(Module):
         own edges (a graph trimmed per layer, as a partition's last layer needs only
         its owned nodes' in-edges); ``n_id_dict``: node type -> the global ids of a
         featureless type's nodes (a sampled batch's ``n_id``: its embedding's rows;
-        default: every row)."""
+        default: every row).
+
+        ``num_sampled_nodes_dict`` / ``num_sampled_edges_dict`` (a sampled batch's
+        ``num_sampled_nodes`` per node type, ``num_sampled_edges`` per edge type,
+        both given or neither): layer ``l`` of ``L`` then runs only on the nodes of
+        hops ``0 .. L - l`` and the edges of the first ``L - l`` hops (PyG's
+        ``trim_to_layer``; DGL's blocks do the same), since the rows beyond them are
+        not needed by the seeds: the last layer computes the target rows of hops 0
+        and 1 from the seeds' in-edges only.  The seeds' logits (the first
+        ``batch_size`` rows) are those of the untrimmed forward; the other rows
+        are not the batch's graph's outputs and must not be used."""
         x_dict = self._inputs(x_dict, n_id_dict)
         for nt in self.node_types:
             x = x_dict[nt]
@@ -262,6 +275,10 @@ class HetGAT(Module):
             if x.ndim != 2 or x.shape[1] != self.in_channels[nt]:
                 raise ValueError(f"HetGAT: features of node type {nt!r} must have shape "
                                  f"[num_nodes, {self.in_channels[nt]}], got {x.shape}")
+        trim = num_sampled_nodes_dict is not None or num_sampled_edges_dict is not None
+        if trim and isinstance(edge_index_dict, (list, tuple)):
+            raise ValueError("HetGAT: num_sampled_nodes_dict / num_sampled_edges_dict trim "
+                             "one edge dict, not a list of per-layer dicts")
         if isinstance(edge_index_dict, (list, tuple)):
             if len(edge_index_dict) != len(self.convs):
                 raise ValueError(f"HetGAT: a list of edge_index dicts needs one per layer "
@@ -277,12 +294,87 @@ class HetGAT(Module):
             one = cast(Mapping[EdgeType, Any], edge_index_dict)
             edges = {et: self._edges(et, one, x_dict) for et in self.edge_types}
             per_layer = [edges] * len(self.convs)
+        hops = None
+        if trim:
+            hops = self._hops(x_dict, per_layer[0], num_sampled_nodes_dict,
+                              num_sampled_edges_dict)
         h: Mapping[str, Tensor] = x_dict
-        for conv, layer_edges in zip(self.convs, per_layer, strict=True):
+        for layer, (conv, layer_edges) in enumerate(zip(self.convs, per_layer, strict=True)):
+            if hops is not None and layer:
+                rels = {et: layer_edges[et] for et in self.layer_edge_types[layer]}
+                h, layer_edges = self._trim(len(self.convs) - layer, h, rels, *hops)
             if self.dropout and self.training:
                 h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
             h = {nt: F.elu(v) for nt, v in conv(h, layer_edges).items()}
         return self.lin(h[self.target])
+
+    def _hops(self, x_dict: Mapping[str, Tensor], edges: Mapping[EdgeType, EdgeIndex],
+              nodes: Mapping[str, Sequence[int]] | None,
+              counts: Mapping[EdgeType, Sequence[int]] | None
+              ) -> tuple[dict[str, np.ndarray], dict[EdgeType, np.ndarray]]:
+        """The checked per-hop counts: per node type the rows up to each hop
+        (``[L + 1]`` cumulative), per edge type the edges up to each hop (``[L]``)."""
+        if nodes is None or counts is None:
+            raise ValueError("HetGAT: trimming needs both num_sampled_nodes_dict and "
+                             "num_sampled_edges_dict (a sampled batch's num_sampled_nodes / "
+                             "num_sampled_edges)")
+        if not isinstance(nodes, Mapping) or not isinstance(counts, Mapping):
+            raise TypeError("HetGAT: num_sampled_nodes_dict / num_sampled_edges_dict must be "
+                            "dicts")
+        L = len(self.convs)
+
+        def cumulative(v: Any, n: int, total: int, what: str) -> np.ndarray:
+            try:
+                a = np.asarray(v)
+                ok = a.ndim == 1 and a.dtype.kind in "iu" and len(a) == n and (a >= 0).all()
+            except (TypeError, ValueError):
+                ok = False
+            if not ok or int(a.sum()) != total:
+                raise ValueError(f"HetGAT: {what} must be {n} non-negative ints summing to "
+                                 f"{total}, got {v!r}")
+            return np.cumsum(a.astype(np.int64))
+
+        rows = {}
+        for nt, x in x_dict.items():
+            if nt not in nodes:
+                raise ValueError(f"HetGAT: num_sampled_nodes_dict has no entry for node type "
+                                 f"{nt!r}")
+            rows[nt] = cumulative(nodes[nt], L + 1, x.shape[0],
+                                  f"num_sampled_nodes_dict[{nt!r}] (nodes per hop 0 .. {L})")
+        upto = {}
+        for et, ei in edges.items():
+            if et not in counts:
+                raise ValueError(f"HetGAT: num_sampled_edges_dict has no entry for edge type "
+                                 f"{et!r}")
+            upto[et] = cumulative(counts[et], L, ei.num_edges,
+                                  f"num_sampled_edges_dict[{et!r}] (edges per hop 1 .. {L})")
+        return rows, upto
+
+    @staticmethod
+    def _trim(keep: int, h: Mapping[str, Tensor], edges: Mapping[EdgeType, EdgeIndex],
+              rows: Mapping[str, np.ndarray], upto: Mapping[EdgeType, np.ndarray]
+              ) -> tuple[dict[str, Tensor], dict[EdgeType, EdgeIndex]]:
+        """The nodes of hops ``0 .. keep`` and the edges of the first ``keep`` hops.
+        A sampler's edges come hop by hop (PyG's layout), so they are prefixes; an
+        edge reaching beyond the kept nodes means they do not, and is refused."""
+        out = {nt: v if v.shape[0] == rows[nt][keep] else v[: int(rows[nt][keep])]
+               for nt, v in h.items()}
+        trimmed = {}
+        for et, ei in edges.items():
+            s, _, d = et
+            m = int(upto[et][keep - 1])
+            ns, nd = int(rows[s][keep]), int(rows[d][keep])
+            if m == ei.num_edges and (ns, nd) == (ei.num_src, ei.num_dst):
+                trimmed[et] = ei
+                continue
+            try:
+                trimmed[et] = EdgeIndex(np.stack([ei.src.indices[:m], ei.dst.indices[:m]]),
+                                        ns, nd)
+            except IndexError:
+                raise ValueError(f"HetGAT: the edges of {et!r} are not in hop order (an edge "
+                                 f"of the first {keep} hops reaches a node beyond them): "
+                                 "num_sampled_* describe a sampler's batch layout") from None
+        return out, trimmed
 
     def _edges(self, et: EdgeType, edge_index_dict: Mapping[EdgeType, Any],
                x_dict: Mapping[str, Tensor]) -> EdgeIndex:
