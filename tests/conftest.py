@@ -69,6 +69,27 @@ def bits(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint32 if a.dtype == np.float32 else np.uint64)
 
 
+def assert_both_threads_run(call, seconds: float = 10.0) -> None:
+    """``call()`` (a kernel run with 2 threads) splits its work over threads 0 and 1
+    at least once (``rtx._kernels.last_kernel_thread_ids``).  Chunks are handed out
+    dynamically, so on a busy machine thread 0 may take all of one call's: retry
+    for up to ``seconds`` (a machine running two test suites at once needed more
+    than 50 tries)."""
+    import time
+
+    from rtx import _kernels
+
+    seen: set[int] = set()
+    end = time.monotonic() + seconds
+    while True:
+        call()
+        seen |= set(_kernels.last_kernel_thread_ids())
+        if seen == {0, 1} or time.monotonic() > end:
+            break
+        time.sleep(0.001)  # let the other thread be scheduled
+    assert seen == {0, 1}, f"threads seen: {sorted(seen)}"
+
+
 def child_env() -> dict[str, str]:
     """Environment for a child interpreter that imports the SAME rtx as this one
     (CI runs the tests from the source tree against an installed rtx)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import bits
+from conftest import assert_both_threads_run, bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,13 +119,7 @@ def test_bitwise_for_any_thread_count(dtype, F, force_parallel):
         np.testing.assert_array_equal(bits(gx), bits(gref))
     np.testing.assert_array_equal(gref, np_segment_arg_backward(g, ref[1], E))
     if _kernels.openmp_enabled():
-        seen: set[int] = set()
-        for _ in range(50):  # chunks are dynamic: a busy machine may give one thread all
-            kernel_min(s, idx, N, 2)
-            seen |= set(_kernels.last_kernel_thread_ids())
-            if len(seen) == 2:
-                break
-        assert seen == {0, 1}
+        assert_both_threads_run(lambda: kernel_min(s, idx, N, 2))
 
 
 def test_min_is_minus_max_of_minus(dtype):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import op_db
 import pytest
-from conftest import bits, tol
+from conftest import assert_both_threads_run, bits, tol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -158,13 +158,7 @@ def test_bitwise_across_threads_and_forms(dtype, name, force_parallel):
     plans = op_db.sample_args(s, "plan")
     if _kernels.openmp_enabled():
         rtx.set_num_threads(2)
-        seen: set[int] = set()
-        for _ in range(50):  # chunks are dynamic: a busy machine may give one thread all
-            op.call(*plans, **s.kwargs)
-            seen |= set(_kernels.last_kernel_thread_ids())
-            if len(seen) == 2:
-                break
-        assert seen == {0, 1}
+        assert_both_threads_run(lambda: op.call(*plans, **s.kwargs))
     if op.family in ("segment", "message"):  # the CSR grouping is built once, on the plan
         # (in the plan form the only tensors are the float arguments)
         y = op.call(*[rtx.tensor(a.numpy(), requires_grad=True) if isinstance(a, rtx.Tensor)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import bits, tol
+from conftest import assert_both_threads_run, bits, tol
 
 import rtx
 from rtx import _kernels
@@ -109,13 +109,8 @@ def test_bitwise_across_threads_and_plan(dtype, H):
                 np.testing.assert_array_equal(a, b)
         if _kernels.openmp_enabled():
             rtx.set_num_threads(2)
-            seen: set[int] = set()
-            for _ in range(50):
-                rtx.message_passing(rtx.tensor(xs), plan, N, rtx.tensor(ws))
-                seen |= set(_kernels.last_kernel_thread_ids())
-                if len(seen) == 2:
-                    break
-            assert seen == {0, 1}
+            assert_both_threads_run(
+                lambda: rtx.message_passing(rtx.tensor(xs), plan, N, rtx.tensor(ws)))
     finally:
         _kernels.set_segment_parallel_min(old)
     assert plan.dst.is_grouped and plan.src.is_grouped

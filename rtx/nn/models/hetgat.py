@@ -301,8 +301,8 @@ class HetGAT(Module):
         h: Mapping[str, Tensor] = x_dict
         for layer, (conv, layer_edges) in enumerate(zip(self.convs, per_layer, strict=True)):
             if hops is not None and layer:
-                rels = {et: layer_edges[et] for et in self.layer_edge_types[layer]}
-                h, layer_edges = self._trim(len(self.convs) - layer, h, rels, *hops)
+                used = {et: layer_edges[et] for et in self.layer_edge_types[layer]}
+                h, layer_edges = self._trim(len(self.convs) - layer, h, used, *hops)
             if self.dropout and self.training:
                 h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
             h = {nt: F.elu(v) for nt, v in conv(h, layer_edges).items()}
