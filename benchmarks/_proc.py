@@ -195,26 +195,13 @@ def run_json_child(cmd: list[str], env: dict[str, str], what: str) -> dict[str, 
 
 
 def write_json(path: str, obj: Any) -> None:
-    """``obj`` as JSON at ``path``, atomically (temporary file in the same
-    directory, flushed and fsynced, then renamed)."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, default=_default)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """``obj`` as JSON at ``path``, atomically (:func:`write_text`)."""
+    write_text(path, json.dumps(obj, indent=1, default=_default))
 
 
 def write_text(path: str, text: str) -> None:
-    """``text`` at ``path``, atomically (as :func:`write_json`)."""
+    """``text`` at ``path``, atomically: a temporary file in the same directory,
+    flushed and fsynced, then renamed over ``path`` (removed if anything fails)."""
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
     try:

@@ -35,27 +35,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:   # `benchmarks` importable, after any installed rtx
     sys.path.append(os.path.dirname(HERE))
-from benchmarks._proc import use_checkout_build, write_json  # noqa: E402 - stdlib only
-
-
-def _rss_kib(field: str) -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+from benchmarks._proc import (  # noqa: E402 - stdlib only
+    reset_peak,
+    rss_kib,
+    use_checkout_build,
+    write_json,
+)
 
 
 def _trim() -> None:
@@ -82,10 +67,10 @@ def _measure(step: Callable[[], Any], repeats: int, before: Callable[[], None]
     gc.collect()
     _trim()
     mem = float("nan")
-    if _reset_peak():
-        rss0 = _rss_kib("VmRSS")
+    if reset_peak():
+        rss0 = rss_kib("VmRSS")
         step()
-        mem = (_rss_kib("VmHWM") - rss0) / 1024
+        mem = (rss_kib("VmHWM") - rss0) / 1024
     return statistics.median(times), mem
 
 

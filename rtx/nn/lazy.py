@@ -46,8 +46,8 @@ from ..creation import empty
 from ..tensor import Tensor
 from .parameter import Parameter
 
-__all__ = ["UninitializedParameter", "check_lazy_channels", "has_uninitialized_params",
-           "is_lazy"]
+__all__ = ["UninitializedParameter", "check_lazy_channels", "check_lazy_in_channels",
+           "has_uninitialized_params", "is_lazy"]
 
 _HELP = ("run one forward pass first (e.g. `with rtx.no_grad(): model(x)`) or "
          "load_state_dict, which sizes it")
@@ -167,6 +167,20 @@ def check_lazy_channels(v: Any, name: str, layer: str, minimum: int = 1) -> int:
         raise ValueError(f"{layer}: {name} must be an int >= {minimum} or -1 (lazy: sized by the "
                          f"first input), got {v!r}")
     return int(v)
+
+
+def check_lazy_in_channels(v: Any, layer: str) -> tuple[int | tuple[int, int], int, int]:
+    """A conv layer's ``in_channels``: an int or a ``(src, dst)`` pair, each ``>= 1``
+    or ``-1`` (lazy).  Returns ``(as stored, src size, dst size)``."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError(f"{layer}: in_channels must be an int or a (src, dst) pair, "
+                             f"got {v!r}")
+        pair = (check_lazy_channels(v[0], "in_channels[0]", layer),
+                check_lazy_channels(v[1], "in_channels[1]", layer))
+        return pair, pair[0], pair[1]
+    n = check_lazy_channels(v, "in_channels", layer)
+    return n, n, n
 
 
 def lazy_state_errors(targets: Any, state_dict: Any) -> tuple[list[str], set[str]]:

@@ -27,7 +27,7 @@ from ...functional import (
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
-from ..lazy import check_lazy_channels
+from ..lazy import check_lazy_in_channels
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
@@ -86,15 +86,8 @@ class GATConv(Module):
                  add_self_loops: bool = True, bias: bool = True, edge_dim: int | None = None,
                  fill_value: float | str = "mean", residual: bool = False) -> None:
         super().__init__()
-        if isinstance(in_channels, (tuple, list)):
-            if len(in_channels) != 2:
-                raise ValueError(f"GATConv: in_channels must be an int or a (src, dst) pair, "
-                                 f"got {in_channels!r}")
-            in_pair = (check_lazy_channels(in_channels[0], "in_channels[0]", "GATConv"),
-                       check_lazy_channels(in_channels[1], "in_channels[1]", "GATConv"))
-            self.in_channels: int | tuple[int, int] = in_pair
-        else:
-            self.in_channels = check_lazy_channels(in_channels, "in_channels", "GATConv")
+        self.in_channels: int | tuple[int, int]
+        self.in_channels, _, _ = check_lazy_in_channels(in_channels, "GATConv")
         self.out_channels = _int_arg(out_channels, "out_channels", 1)
         self.heads = _int_arg(heads, "heads", 1)
         if not 0.0 <= float(dropout) < 1.0:

@@ -30,7 +30,7 @@ from ...functional import (
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
-from ..lazy import check_lazy_channels
+from ..lazy import check_lazy_in_channels
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
@@ -96,16 +96,8 @@ class GATv2Conv(Module):
                  fill_value: float | str | Any = "mean", bias: bool = True,
                  share_weights: bool = False, residual: bool = False) -> None:
         super().__init__()
-        if isinstance(in_channels, (tuple, list)):
-            if len(in_channels) != 2:
-                raise ValueError(f"{_LAYER}: in_channels must be an int or a (src, dst) pair, "
-                                 f"got {in_channels!r}")
-            in_src = check_lazy_channels(in_channels[0], "in_channels[0]", _LAYER)
-            in_dst = check_lazy_channels(in_channels[1], "in_channels[1]", _LAYER)
-            self.in_channels: int | tuple[int, int] = (in_src, in_dst)
-        else:
-            in_src = in_dst = check_lazy_channels(in_channels, "in_channels", _LAYER)
-            self.in_channels = in_src
+        self.in_channels: int | tuple[int, int]
+        self.in_channels, in_src, in_dst = check_lazy_in_channels(in_channels, _LAYER)
         self.out_channels = _pos_int(out_channels, "out_channels")
         self.heads = _pos_int(heads, "heads")
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) \

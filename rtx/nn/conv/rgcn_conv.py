@@ -33,7 +33,7 @@ from ...creation import full, tensor
 from ...functional import index_add, index_select, message_passing, segment_matmul, segment_max
 from ...tensor import Tensor
 from .. import init
-from ..lazy import UninitializedParameter, check_lazy_channels, is_lazy
+from ..lazy import UninitializedParameter, check_lazy_in_channels, is_lazy
 from ..module import Module
 from ..parameter import Parameter
 from ._inputs import check_x, edges
@@ -106,16 +106,8 @@ class RGCNConv(Module):
                  num_blocks: int | None = None, aggr: str = "mean",
                  root_weight: bool = True, is_sorted: bool = False, bias: bool = True) -> None:
         super().__init__()
-        if isinstance(in_channels, (tuple, list)):
-            if len(in_channels) != 2:
-                raise ValueError(f"{_LAYER}: in_channels must be an int or a (src, dst) pair, "
-                                 f"got {in_channels!r}")
-            in_src = check_lazy_channels(in_channels[0], "in_channels[0]", _LAYER)
-            in_dst = check_lazy_channels(in_channels[1], "in_channels[1]", _LAYER)
-            self.in_channels: int | tuple[int, int] = (in_src, in_dst)
-        else:
-            in_src = in_dst = check_lazy_channels(in_channels, "in_channels", _LAYER)
-            self.in_channels = in_src
+        self.in_channels: int | tuple[int, int]
+        self.in_channels, in_src, in_dst = check_lazy_in_channels(in_channels, _LAYER)
         self.out_channels = _pos_int(out_channels, "out_channels")
         self.num_relations = _pos_int(num_relations, "num_relations")
         if num_bases is not None and num_blocks is not None:

@@ -20,7 +20,7 @@ from ...backend.index_plan import EdgeIndex
 from ...creation import tensor
 from ...functional import index_select, maximum, message_passing, segment_max, sqrt
 from ...tensor import Tensor
-from ..lazy import check_lazy_channels
+from ..lazy import check_lazy_in_channels
 from ..linear import Linear
 from ..module import Module
 from ._inputs import check_x, edges
@@ -29,17 +29,6 @@ __all__ = ["SAGEConv"]
 
 _AGGRS = ("mean", "sum", "add", "max", "min")
 _LAYER = "SAGEConv"
-
-
-def _channels(in_channels: Any) -> tuple[int, int]:
-    if isinstance(in_channels, (tuple, list)):
-        if len(in_channels) != 2:
-            raise ValueError(f"{_LAYER}: in_channels must be an int or a (src, dst) pair, got "
-                             f"{in_channels!r}")
-        return (check_lazy_channels(in_channels[0], "in_channels[0]", _LAYER),
-                check_lazy_channels(in_channels[1], "in_channels[1]", _LAYER))
-    n = check_lazy_channels(in_channels, "in_channels", _LAYER)
-    return n, n
 
 
 class SAGEConv(Module):
@@ -69,9 +58,8 @@ class SAGEConv(Module):
                  aggr: str = "mean", normalize: bool = False, root_weight: bool = True,
                  project: bool = False, bias: bool = True) -> None:
         super().__init__()
-        in_src, in_dst = _channels(in_channels)
-        self.in_channels = (tuple(in_channels) if isinstance(in_channels, (tuple, list))
-                            else in_src)
+        self.in_channels: int | tuple[int, int]
+        self.in_channels, in_src, in_dst = check_lazy_in_channels(in_channels, _LAYER)
         if isinstance(out_channels, bool) or not isinstance(out_channels, (int, np.integer)) \
                 or out_channels < 1:
             raise ValueError(f"{_LAYER}: out_channels must be an int >= 1, got "
