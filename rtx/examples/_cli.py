@@ -129,6 +129,25 @@ def duration(seconds: float) -> str:
     return f"{h} h {m:02d} min"
 
 
+def open_bar(total: int, unit: str, mode: str, note: Any = None) -> tuple[Any, str]:
+    """The examples' progress bar: ``(a tqdm bar, "tqdm")`` when ``mode`` is
+    ``"auto"`` or ``"tqdm"`` and tqdm is installed, else ``(None, mode)`` with
+    ``"auto"`` falling back to ``"plain"`` (said through ``note``).  ``"tqdm"``
+    without tqdm raises ImportError (the examples refuse that option first)."""
+    if mode not in ("auto", "tqdm"):
+        return None, mode
+    try:
+        tqdm = importlib.import_module("tqdm.auto").tqdm
+    except ImportError:
+        if mode == "tqdm":
+            raise
+        if note is not None:
+            note(f"tqdm is not installed: plain progress lines ({EXTRA_HINT} for a progress "
+                 "bar)")
+        return None, "plain"
+    return tqdm(total=total, unit=unit, dynamic_ncols=True), "tqdm"
+
+
 class EpochProgress:
     """An examples' per-epoch progress display: tqdm when available (and asked for),
     else one plain line every few epochs, with the time left (ETA) from the mean
@@ -137,21 +156,9 @@ class EpochProgress:
     that option first, in one line)."""
 
     def __init__(self, total: int, mode: str, note: Any = None) -> None:
-        self.total, self.bar, self.mode = total, None, mode
+        self.total = total
         self.t0 = time.perf_counter()
-        if mode in ("auto", "tqdm"):
-            try:
-                tqdm = importlib.import_module("tqdm.auto").tqdm
-            except ImportError:
-                if mode == "tqdm":
-                    raise
-                self.mode = "plain"
-                if note is not None:
-                    note(f"tqdm is not installed: plain progress lines ({EXTRA_HINT} "
-                         "for a progress bar)")
-            else:
-                self.bar = tqdm(total=total, unit="epoch", dynamic_ncols=True)
-                self.mode = "tqdm"
+        self.bar, self.mode = open_bar(total, "epoch", mode, note)
         self.every = max(1, total // 10)
 
     def update(self, epoch: int, text: str) -> None:

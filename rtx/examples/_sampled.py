@@ -19,7 +19,6 @@ counts batches with the seeds per second and the time left.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import time
 from collections.abc import Generator, Mapping
@@ -160,21 +159,10 @@ class _BatchProgress:
 
     def __init__(self, epochs: int, per_epoch: int, mode: str, note: Any,
                  duration: Any) -> None:
-        self.total, self.per_epoch, self.bar, self.mode = epochs * per_epoch, per_epoch, None, mode
+        self.total, self.per_epoch = epochs * per_epoch, per_epoch
         self.done, self.seeds, self.t0, self.duration = 0, 0, time.perf_counter(), duration
         self.every = max(1, per_epoch // 10)
-        if mode in ("auto", "tqdm"):
-            try:
-                tqdm = importlib.import_module("tqdm.auto").tqdm
-            except ImportError:
-                if mode == "tqdm":
-                    raise
-                self.mode = "plain"
-                note(f"tqdm is not installed: plain progress lines ({_cli.EXTRA_HINT} for a "
-                     "progress bar)")
-            else:
-                self.bar = tqdm(total=self.total, unit="batch", dynamic_ncols=True)
-                self.mode = "tqdm"
+        self.bar, self.mode = _cli.open_bar(self.total, "batch", mode, note)
 
     def batch(self, epoch: int, seeds: int, loss: float) -> None:
         self.done += 1
