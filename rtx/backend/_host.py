@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -23,8 +24,23 @@ def check_output(rows: int, shape: tuple[int, ...], itemsize: int, op: str) -> N
         raise MemoryError(f"{op}(): an output of {rows} rows x {row} elements is too large")
 
 
+def rows2d(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous (len, prod(rest)) view (a copy only if needed): the
+    2-D layout the row kernels take."""
+    return np.ascontiguousarray(a).reshape(a.shape[0], math.prod(a.shape[1:]))
+
+
 class HostRoundTrip:
     """Mixin: run a numpy function on host copies of primitives."""
+
+    # True for a backend whose primitives are numpy arrays (the CPU backend): it
+    # runs the ``host_body`` ops' bodies as they are (``_family.host_body``).
+    HOST_ARRAYS = False
+
+    def _host_empty(self, shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
+        """An output array for a ``host_body`` (the CPU backend allocates from its
+        caching allocator; a host round-trip needs only a numpy array)."""
+        return np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
 
     def _h(self, x: Any) -> Any:
         """A primitive as a numpy array; Python/numpy scalars pass through."""

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._family import Family, families_of, query
+from ._family import Family, bind_host_bodies, families_of, query
 from .activation import ActivationOps
 from .elementwise import ElementwiseOps
 from .gatv2 import Gatv2Ops
@@ -93,6 +93,8 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
         super().__init_subclass__(**kwargs)
         cls.FAMILIES = families_of(cls)
         cls.OPS = tuple(n for names in cls.FAMILIES.values() for n in names)
+        if cls.HOST_ARRAYS:
+            bind_host_bodies(cls)
 
     # ----------------------------------------------------------------- core
     @abstractmethod

@@ -12,9 +12,12 @@ d``): ``grad_xl[n] = sum over edges from n of gz``, ``grad_xr[n] = sum over
 edges into n of gz``, ``grad_att = sum_e g[e, h] * leaky_relu(z)``, ``grad_xe
 = gz``.
 
-The default bodies run numpy on host copies (materialising ``[E, H, C]``);
-``CpuBackend`` overrides them with the kernels of ``rtx/_gatv2.pxi``
-(``rtx/backend/cpu/gatv2.py``), which never form the per-edge sum.
+Each op has one body (``host_body``): the kernels of ``rtx/_gatv2.pxi``, run as
+is on the CPU backend's arrays and through a host round-trip on any other
+backend.  Neither pass forms the ``[E, H, C]`` per-edge sum: the forward is one
+pass over the target grouping, the backward one over the target grouping
+(``grad_xr``, ``grad_xe``, ``grad_att`` partials) and one over the source
+grouping (``grad_xl``), each recomputing the sum edge by edge.
 """
 
 from __future__ import annotations
@@ -23,38 +26,36 @@ from typing import Any
 
 import numpy as np
 
-from ._family import Family
+from .._kernels import gatv2_att_chunks, gatv2_bwd_dst, gatv2_bwd_src, gatv2_scores_csr
+from .._threads import get_num_threads
+from ._family import Family, host_body
 from .index_plan import EdgeIndex
 from .message import edge_plan
 
+_NONE: dict[str, np.ndarray] = {
+    "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
 
-def gatv2_plan(B: Any, xl: Any, xr: Any, att: Any, edge_index: Any, xe: Any,
-               op: str) -> EdgeIndex:
+
+def gatv2_plan(xl: np.ndarray, xr: np.ndarray, att: np.ndarray, edge_index: Any,
+               xe: np.ndarray | None, op: str) -> EdgeIndex:
     """The backend's contract: ``edge_index`` a checked ``EdgeIndex`` over ``xl``'s
     and ``xr``'s rows, ``att`` ``[H, C]`` matching both, ``xe`` one row per edge.
     O(1) (the kernels re-check the shapes they index by)."""
-    xs, rs, a_s = tuple(B.shape(xl)), tuple(B.shape(xr)), tuple(B.shape(att))
+    xs, rs, a_s = xl.shape, xr.shape, att.shape
     if len(xs) != 3 or len(rs) != 3 or a_s != xs[1:] or rs[1:] != xs[1:]:
         raise ValueError(f"{op}(): xl [N_src, H, C], xr [N_dst, H, C] and att [H, C] do not "
                          f"match: {xs}, {rs}, {a_s}")
     ei = edge_plan(edge_index, xs[0], rs[0], op)
-    if xe is not None and tuple(B.shape(xe)) != (ei.num_edges,) + xs[1:]:
+    if xe is not None and xe.shape != (ei.num_edges,) + xs[1:]:
         raise ValueError(f"{op}(): xe must be [{ei.num_edges}, {xs[1]}, {xs[2]}], got "
-                         f"{tuple(B.shape(xe))}")
+                         f"{xe.shape}")
     return ei
 
 
-def np_gatv2_z(xl: np.ndarray, xr: np.ndarray, ei: EdgeIndex,
-               xe: np.ndarray | None) -> np.ndarray:
-    z = xl[ei.src._idx] + xr[ei.dst._idx]
-    return z if xe is None else z + xe
-
-
-def np_gatv2_scores(xl: np.ndarray, xr: np.ndarray, att: np.ndarray, ei: EdgeIndex,
-                    slope: float, xe: np.ndarray | None) -> np.ndarray:
-    z = np_gatv2_z(xl, xr, ei, xe)
-    lz = np.where(z > 0, z, z * xl.dtype.type(slope))
-    return np.ascontiguousarray((lz * att).sum(-1), dtype=xl.dtype)
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a`` (rows, H, C) as a C-contiguous (rows, H*C) view (a copy only if needed)."""
+    a = np.ascontiguousarray(a)
+    return a.reshape(a.shape[0], -1)
 
 
 class Gatv2Ops(Family):
@@ -62,43 +63,58 @@ class Gatv2Ops(Family):
 
     FAMILY = "gatv2"  # its ops: the public methods below (``_family.py``)
 
-    def gatv2_scores(self, xl: Any, xr: Any, att: Any, edge_index: Any,
+    @host_body("xl", "xr", "att", "xe")
+    def gatv2_scores(self, xl: np.ndarray, xr: np.ndarray, att: np.ndarray, edge_index: Any,
                      negative_slope: float, xe: Any = None) -> Any:
-        ei = gatv2_plan(self, xl, xr, att, edge_index, xe, "gatv2_scores")
-        out = np_gatv2_scores(self._h(xl), self._h(xr), self._h(att), ei, float(negative_slope),
-                              None if xe is None else self._h(xe))
-        return self.from_numpy(out)  # type: ignore[attr-defined]
+        ei = gatv2_plan(xl, xr, att, edge_index, xe, "gatv2_scores")
+        H = xl.shape[1]
+        out = self._host_empty((ei.num_edges, H), xl.dtype)
+        xe2 = _NONE[xl.dtype.char] if xe is None else _rows(xe)
+        ptr, perm = ei.dst._grouping()
+        gatv2_scores_csr(_rows(xl), _rows(xr), np.ascontiguousarray(att), ei.src._idx, xe2,
+                         xe is not None, float(negative_slope), perm, ptr, out,
+                         get_num_threads())
+        return out
 
-    def gatv2_scores_backward(self, grad: Any, xl: Any, xr: Any, att: Any, edge_index: Any,
-                              negative_slope: float, xe: Any = None,
+    @host_body("grad", "xl", "xr", "att", "xe")
+    def gatv2_scores_backward(self, grad: np.ndarray, xl: np.ndarray, xr: np.ndarray,
+                              att: np.ndarray, edge_index: Any, negative_slope: float,
+                              xe: Any = None,
                               need: tuple[bool, bool, bool, bool] = (True, True, True, True)
                               ) -> tuple[Any, Any, Any, Any]:
         """``(grad_xl, grad_xr, grad_att, grad_xe)``; ``None`` where ``need`` is
         false (and ``grad_xe`` without ``xe``)."""
-        ei = gatv2_plan(self, xl, xr, att, edge_index, xe, "gatv2_scores_backward")
-        a_xl, a_xr, a_att = self._h(xl), self._h(xr), self._h(att)
-        a_xe = None if xe is None else self._h(xe)
-        g = self._h(grad)
-        H = a_att.shape[0]
-        if tuple(g.shape) != (ei.num_edges, H) or g.dtype != a_xl.dtype:
-            raise ValueError(f"gatv2_scores_backward(): grad must be [{ei.num_edges}, {H}] "
-                             f"{a_xl.dtype}, got {g.shape} {g.dtype}")
-        z = np_gatv2_z(a_xl, a_xr, ei, a_xe)
-        slope = a_xl.dtype.type(negative_slope)
-        pos = z > 0
-        gz = g[:, :, None] * a_att * np.where(pos, a_xl.dtype.type(1), slope)
-        outs: list[Any] = [None, None, None, None]
-        if need[0]:
-            gxl = np.zeros_like(a_xl)
-            np.add.at(gxl, ei.src._idx, gz)
-            outs[0] = gxl
-        if need[1]:
-            gxr = np.zeros_like(a_xr)
-            np.add.at(gxr, ei.dst._idx, gz)
-            outs[1] = gxr
-        if need[2]:
-            outs[2] = (g[:, :, None] * np.where(pos, z, z * slope)).sum(0)
-        if need[3] and a_xe is not None:
-            outs[3] = gz
-        return tuple(None if o is None else self.from_numpy(  # type: ignore[attr-defined]
-            np.ascontiguousarray(o, dtype=a_xl.dtype)) for o in outs)  # type: ignore[return-value]
+        ei = gatv2_plan(xl, xr, att, edge_index, xe, "gatv2_scores_backward")
+        E, H = ei.num_edges, xl.shape[1]
+        if grad.shape != (E, H) or grad.dtype != xl.dtype:
+            raise ValueError(f"gatv2_scores_backward(): grad must be [{E}, {H}] {xl.dtype}, "
+                             f"got {grad.shape} {grad.dtype}")
+        none = _NONE[xl.dtype.char]
+        has_e = xe is not None
+        need_xl, need_xr, need_att, need_e = (bool(n) for n in need)
+        need_e = need_e and has_e
+        g = np.ascontiguousarray(grad)
+        xl2, xr2, att2 = _rows(xl), _rows(xr), np.ascontiguousarray(att)
+        xe2 = _rows(xe) if has_e else none
+        src, dst = ei.src._idx, ei.dst._idx  # the plans' private arrays (never handed out)
+        T = get_num_threads()
+        gxl = gxr = gatt = gxe = None
+        if need_xr or need_att or need_e:
+            ptr, perm = ei.dst._grouping()
+            gxr = self._host_empty(xr.shape, xr.dtype) if need_xr else None
+            gxe = self._host_empty(xe.shape, xe.dtype) if need_e else None
+            part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
+                    if need_att else _NONE["d"])
+            gatv2_bwd_dst(g, xl2, xr2, att2, src, xe2, has_e, float(negative_slope), perm, ptr,
+                          none if gxr is None else _rows(gxr), need_xr,
+                          none if gxe is None else _rows(gxe), need_e, part, need_att, T)
+            if need_att:
+                # the chunks (float64 partials) in order: the bits do not depend on
+                # the thread count
+                gatt = np.add.reduce(part, axis=0).reshape(att.shape).astype(xl.dtype)
+        if need_xl:
+            ptr, perm = ei.src._grouping()
+            gxl = self._host_empty(xl.shape, xl.dtype)
+            gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
+                          _rows(gxl), T)
+        return gxl, gxr, gatt, gxe

@@ -6,9 +6,14 @@ the ``N`` rows' types over ``T`` (the face makes it; ``grouped_plan``: no index
 is checked again).  Backward: ``grad_x[i] = g[i] @ weight[index[i]].T`` and
 ``grad_weight[t] = x_t.T @ g_t`` over the rows of type ``t``.
 
-The default bodies run numpy on host copies, one matmul per type; ``CpuBackend``
-overrides them with the kernels of ``rtx/_grouped.pxi``, one pass over the
-rows in the plan's type grouping (``rtx/backend/cpu/grouped.py``).
+Each op has one body (``host_body``), run as is on the CPU backend's arrays and
+through a host round-trip on any other backend.  Rows already in type order (the
+grouping is the identity: ``HeteroDictLinear``'s stacked input, ``RGCNConv``'s
+relation-major pairs) are contiguous blocks, one per type: each block is one BLAS
+GEMM (``matmul_2d``, the threads split its rows), as a grouped GEMM does.  Rows
+in any other order take the kernels of ``rtx/_grouped.pxi``: one pass over the
+rows in the grouping's order (consecutive rows share a weight block), no gather
+or scatter.
 """
 
 from __future__ import annotations
@@ -17,27 +22,39 @@ from typing import Any
 
 import numpy as np
 
-from ._family import Family
+from .._kernels import segment_matmul_rows, segment_matmul_weight_grad
+from .._threads import get_num_threads
+from ._family import Family, host_body
+from ._matmul import matmul_2d
 from .index_plan import IndexPlan
 from .segment import segment_plan
 
 
-def grouped_plan(B: Any, x: Any, index: Any, weight: Any, op: str) -> IndexPlan:
+def grouped_plan(x: np.ndarray, index: Any, weight: np.ndarray, op: str) -> IndexPlan:
     """The backend's contract: ``x`` ``[N, K]``, ``weight`` ``[T, K, M]`` and
     ``index`` a checked ``IndexPlan`` of ``N`` entries over ``T`` rows.  O(1)."""
-    xs, ws = tuple(B.shape(x)), tuple(B.shape(weight))
+    xs, ws = x.shape, weight.shape
     if len(xs) != 2 or len(ws) != 3 or ws[1] != xs[1]:
         raise ValueError(f"{op}(): input [N, K] and weight [T, K, M] do not match: "
                          f"{xs}, {ws}")
     return segment_plan(index, ws[0], op, xs[0])
 
 
-def np_segment_matmul(x: np.ndarray, idx: np.ndarray, w: np.ndarray) -> np.ndarray:
-    out = np.zeros((x.shape[0], w.shape[2]), dtype=x.dtype)
-    for t in range(w.shape[0]):
-        rows = np.flatnonzero(idx == t)
-        out[rows] = x[rows] @ w[t]
-    return out
+def _type_blocks(plan: Any) -> list[tuple[int, int, int]] | None:
+    """``[(type, start, end)]`` of the non-empty types when the rows are already
+    sorted by type (the grouping is the identity), else None."""
+    ptr, perm = plan._grouping()
+    n = perm.shape[0]
+    if n == 0 or not np.array_equal(perm, np.arange(n, dtype=perm.dtype)):
+        return None
+    return [(t, int(ptr[t]), int(ptr[t + 1])) for t in range(plan.num_rows)
+            if ptr[t + 1] > ptr[t]]
+
+
+def _blocks(w: np.ndarray) -> np.ndarray:
+    """``[T, K, M]`` as a C-contiguous ``(T*K, M)`` view (a copy only if needed)."""
+    w = np.ascontiguousarray(w)
+    return w.reshape(w.shape[0] * w.shape[1], w.shape[2])
 
 
 class GroupedOps(Family):
@@ -45,27 +62,59 @@ class GroupedOps(Family):
 
     FAMILY = "grouped"  # its ops: the public methods below (``_family.py``)
 
-    def segment_matmul(self, x: Any, index: Any, weight: Any) -> Any:
-        plan = grouped_plan(self, x, index, weight, "segment_matmul")
-        return self._host(lambda a, w: np_segment_matmul(a, plan._idx, w), x, weight)
+    def _mm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int) -> None:
+        matmul_2d(a, b, out, T, lambda shape: self._host_empty(shape, out.dtype))
 
-    def segment_matmul_backward(self, grad: Any, x: Any, index: Any, weight: Any,
-                                need_x: bool = True, need_weight: bool = True
-                                ) -> tuple[Any, Any]:
+    @host_body("x", "weight")
+    def segment_matmul(self, x: np.ndarray, index: Any, weight: np.ndarray) -> Any:
+        plan = grouped_plan(x, index, weight, "segment_matmul")
+        _, perm = plan._grouping()
+        out = self._host_empty((x.shape[0], weight.shape[2]), x.dtype)
+        blocks = _type_blocks(plan)
+        if blocks is not None and weight.shape[1] and weight.shape[2]:
+            a, w, T = np.ascontiguousarray(x), np.ascontiguousarray(weight), get_num_threads()
+            for t, r0, r1 in blocks:
+                self._mm(a[r0:r1], w[t], out[r0:r1], T)
+            return out
+        segment_matmul_rows(np.ascontiguousarray(x), plan._idx, perm, _blocks(weight), out,
+                            get_num_threads())
+        return out
+
+    @host_body("grad", "x", "weight")
+    def segment_matmul_backward(self, grad: np.ndarray, x: np.ndarray, index: Any,
+                                weight: np.ndarray, need_x: bool = True,
+                                need_weight: bool = True) -> tuple[Any, Any]:
         """``(grad_x, grad_weight)`` (``None`` for what is not needed)."""
-        plan = grouped_plan(self, x, index, weight, "segment_matmul_backward")
-        g, a, w = self._h(grad), self._h(x), self._h(weight)
-        if g.shape != (a.shape[0], w.shape[2]):
+        plan = grouped_plan(x, index, weight, "segment_matmul_backward")
+        if grad.shape != (x.shape[0], weight.shape[2]) or grad.dtype != x.dtype:
             raise ValueError(f"segment_matmul_backward(): grad must be "
-                             f"{(a.shape[0], w.shape[2])}, got {g.shape}")
+                             f"{(x.shape[0], weight.shape[2])} {x.dtype}, got {grad.shape} "
+                             f"{grad.dtype}")
+        ptr, perm = plan._grouping()
+        g = np.ascontiguousarray(grad)
+        a = np.ascontiguousarray(x)
+        T = get_num_threads()
         gx = gw = None
+        blocks = _type_blocks(plan)
+        if blocks is not None and weight.shape[1] and weight.shape[2]:
+            w = np.ascontiguousarray(weight)
+            if need_x:
+                gx = self._host_empty(x.shape, x.dtype)
+                for t, r0, r1 in blocks:
+                    self._mm(g[r0:r1], w[t].T, gx[r0:r1], T)
+            if need_weight:
+                # types without rows: 0
+                gw = self._host_empty(weight.shape, weight.dtype, zero=True)
+                for t, r0, r1 in blocks:
+                    self._mm(a[r0:r1].T, g[r0:r1], gw[t], T)
+            return gx, gw
         if need_x:
-            gx = np_segment_matmul(g, plan._idx, np.ascontiguousarray(w.transpose(0, 2, 1)))
-            gx = self.from_numpy(np.ascontiguousarray(gx))  # type: ignore[attr-defined]
+            gx = self._host_empty(x.shape, x.dtype)
+            # g @ W[t].T through the transposed blocks ([T, M, K]: T*K*M copied, so the
+            # kernel's inner loop runs along contiguous rows)
+            wt = np.ascontiguousarray(weight.transpose(0, 2, 1))
+            segment_matmul_rows(g, plan._idx, perm, _blocks(wt), gx, T)
         if need_weight:
-            out = np.zeros_like(w)
-            for t in range(w.shape[0]):
-                rows = np.flatnonzero(plan._idx == t)
-                out[t] = a[rows].T @ g[rows]
-            gw = self.from_numpy(out)  # type: ignore[attr-defined]
+            gw = self._host_empty(weight.shape, weight.dtype)
+            segment_matmul_weight_grad(a, g, perm, ptr, _blocks(gw), T)
         return gx, gw

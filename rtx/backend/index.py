@@ -13,24 +13,36 @@ every index in ``[0, n)`` (``IndexError`` naming the first bad position),
 non-negative int (``TypeError`` / ``ValueError``).  Negative indices are
 rejected, never wrapped.  A backend body given raw indices raises ``TypeError``:
 the faces make the plan.
+
+``index_select`` and ``index_add`` have one body each (``host_body``): the OpenMP
+kernels of ``rtx/_index.pxi`` over the plan's private indices or its cached CSR
+grouping, run as is on the CPU backend's arrays and through a host round-trip
+on any other backend.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from typing import Any
 
 import numpy as np
 
+from .._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from .._dtypes import check_rows
+from .._kernels import (
+    gather_rows,
+    get_parallel_thresholds,
+    scatter_add_csr,
+    scatter_add_rows,
+    snapshot_indices,
+)
 from .._kernels import (
     is_index_snapshot as _is_index_snapshot,
 )
-from .._kernels import (
-    snapshot_indices,
-)
-from ._family import Family
+from .._threads import get_num_threads
+from ._family import Family, host_body
 from ._host import check_output
 from ._index_check import INDEX_DTYPES as INDEX_DTYPES  # re-exported: the index contract
 from ._index_check import _index_error, as_index_array, check_bounds
@@ -114,10 +126,12 @@ def add_plan(shape: tuple[int, ...], plan: IndexPlan, num_rows: Any) -> IndexPla
     return plan
 
 
-def np_index_add(src: np.ndarray, idx: np.ndarray, num_rows: int) -> np.ndarray:
-    out = np.zeros((num_rows,) + src.shape[1:], dtype=src.dtype)
-    np.add.at(out, idx, src)
-    return out
+def _index_threads(nbytes: int, kind: str) -> int:
+    """Team size for an index kernel: 1 below its parallel threshold (where the
+    kernel would run serially anyway), so small calls skip get_num_threads()."""
+    if nbytes < get_parallel_thresholds()[kind]:
+        return 1
+    return get_num_threads()
 
 
 class IndexOps(Family):
@@ -126,17 +140,48 @@ class IndexOps(Family):
 
     FAMILY = "index"  # its ops: the public methods below (``_family.py``)
 
-    def index_select(self, x: Any, indices: Any) -> Any:
-        shape = tuple(self.shape(x))  # type: ignore[attr-defined]
-        idx = select_plan(shape, indices)._idx
-        return self._host(lambda a: np.take(a, idx, axis=0), x)
+    @host_body("x")
+    def index_select(self, x: np.ndarray, indices: Any) -> Any:
+        idx = select_plan(x.shape, indices)._idx
+        out = self._host_empty((idx.shape[0],) + x.shape[1:], x.dtype)
+        if x.dtype not in _KERNEL_DTYPES:
+            np.take(x, idx, axis=0, out=out)
+            return out
+        row = math.prod(x.shape[1:])
+        xc = np.ascontiguousarray(x).reshape(x.shape[0], row)
+        gather_rows(xc, idx, out.reshape(idx.shape[0], row),
+                    _index_threads(out.nbytes, "gather"))
+        return out
 
-    def index_add(self, src: Any, indices: Any, num_rows: int) -> Any:
-        shape = tuple(self.shape(src))  # type: ignore[attr-defined]
-        dt = np.dtype(self.dtype(src))  # type: ignore[attr-defined]
-        idx, n = add_plan(shape, indices, num_rows)._idx, indices.num_rows
-        check_output(n, shape, dt.itemsize, "index_add")
-        return self._host(lambda a: np_index_add(a, idx, n), src)
+    @host_body("src")
+    def index_add(self, src: np.ndarray, indices: Any, num_rows: int) -> Any:
+        plan = add_plan(src.shape, indices, num_rows)
+        n = plan.num_rows
+        check_output(n, src.shape, src.dtype.itemsize, "index_add")
+        if src.dtype in _KERNEL_DTYPES and (
+                plan.is_grouped or not getattr(plan, "_transient", False)):
+            # the plan's cached grouping: same bits as scatter_add_rows (a
+            # transient plan a face made from raw indices, not yet grouped,
+            # takes the group-free path below: no counting sort for one call)
+            ptr, perm = plan._grouping()
+            out = self._host_empty((n,) + src.shape[1:], src.dtype)
+            row = math.prod(src.shape[1:])
+            scatter_add_csr(np.ascontiguousarray(src).reshape(src.shape[0], row), perm,
+                            ptr, out.reshape(n, row), get_num_threads())
+            return out
+        idx = plan._idx
+        if src.dtype not in _KERNEL_DTYPES:
+            out = self._host_empty((n,) + src.shape[1:], src.dtype, zero=True)
+            np.add.at(out, idx, src)
+            return out
+        # Uninitialised: the kernel zero-fills it in parallel, each thread the
+        # rows (or columns) it then reduces into.
+        out = self._host_empty((n,) + src.shape[1:], src.dtype)
+        row = math.prod(src.shape[1:])
+        sc = np.ascontiguousarray(src).reshape(src.shape[0], row)
+        scatter_add_rows(sc, idx, out.reshape(n, row),
+                         _index_threads(sc.nbytes + out.nbytes, "scatter"))
+        return out
 
     def index_accumulate(self, dst: Any, indices: Any, src: Any) -> Any:
         """``dst[indices[i]] += src[i]`` (repeats accumulate), written into ``dst``'s

@@ -7,9 +7,10 @@ is a plain sum.  The output has ``num_nodes`` rows.  The backward pass:
 ``grad_x`` is the transpose message pass (grouped by source) and
 ``grad_weight[e, h] = <grad_out[dst[e], h], x[src[e], h]>``.
 
-The default bodies run numpy on host copies (materialising the messages);
-``CpuBackend`` overrides them with the kernels of ``rtx/_message.pxi``, which
-never build the ``[E, H, C]`` message tensor.
+Each op has one body (``host_body``): the kernels of ``rtx/_message.pxi`` over
+the ``EdgeIndex``'s cached groupings, which never build the ``[E, H, C]``
+message tensor; run as is on the CPU backend's arrays and through a host
+round-trip on any other backend.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ._family import Family
+from .._kernels import message_backward_csr, message_csr, sddmm_dot
+from .._threads import get_num_threads
+from ._family import Family, host_body
+from ._host import rows2d
 from .index_plan import EdgeIndex, IndexPlan, _check_rows, as_edge_index
 from .segment import FLOAT_DTYPES
 
@@ -73,17 +77,13 @@ def edge_plan(edge_index: Any, num_src: int, num_dst: Any, op: str) -> EdgeIndex
     return edge_index
 
 
-def _w_col(w: np.ndarray | None, x_ndim: int) -> Any:
-    if w is None:
-        return 1
-    return w.reshape(w.shape + (1,) * (x_ndim - w.ndim))
+_NO_WEIGHT: dict[str, np.ndarray] = {
+    "f": np.zeros((0, 1), np.float32), "d": np.zeros((0, 1), np.float64)}
 
 
-def np_message_passing(x: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
-                       w: np.ndarray | None) -> np.ndarray:
-    out = np.zeros((n,) + x.shape[1:], dtype=x.dtype)
-    np.add.at(out, dst, x[src] * _w_col(w, x.ndim))
-    return out
+def _heads(x: np.ndarray) -> int:
+    """H of an [N, H, C] x (1 for [N, F]): the weight has one column per head."""
+    return x.shape[1] if x.ndim == 3 else 1
 
 
 class MessageOps(Family):
@@ -92,27 +92,39 @@ class MessageOps(Family):
 
     FAMILY = "message"  # its ops: the public methods below (``_family.py``)
 
-    def message_passing(self, x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Any:
-        ei = edge_plan(edge_index, tuple(self.shape(x))[0], num_nodes, "message_passing")  # type: ignore[attr-defined]
-        xs = self._h(x)
-        w = None if weight is None else self._h(weight)
-        return self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
-            np_message_passing(xs, ei.src._idx, ei.dst._idx, ei.num_dst, w)))
+    @host_body("x", "weight")
+    def message_passing(self, x: np.ndarray, edge_index: Any, num_nodes: int,
+                        weight: Any = None) -> Any:
+        ei = edge_plan(edge_index, x.shape[0], num_nodes, "message_passing")
+        ptr, perm = ei.dst._grouping()
+        out = self._host_empty((ei.num_dst,) + x.shape[1:], x.dtype)
+        w = rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
+        message_csr(rows2d(x), ei.src._idx, w, weight is not None, perm, ptr, rows2d(out),
+                    _heads(x), get_num_threads())
+        return out
 
-    def message_passing_backward(self, grad: Any, x: Any, edge_index: Any, weight: Any,
-                                 need_x: bool = True, need_weight: bool = True
+    @host_body("grad", "x", "weight")
+    def message_passing_backward(self, grad: np.ndarray, x: np.ndarray, edge_index: Any,
+                                 weight: Any, need_x: bool = True, need_weight: bool = True
                                  ) -> tuple[Any, Any]:
         """``(grad_x, grad_weight)`` (``None`` for what is not needed)."""
-        ei = edge_plan(edge_index, tuple(self.shape(x))[0], tuple(self.shape(grad))[0],  # type: ignore[attr-defined]
-                       "message_passing_backward")
-        g, xs = self._h(grad), self._h(x)
-        w = None if weight is None else self._h(weight)
+        ei = edge_plan(edge_index, x.shape[0], grad.shape[0], "message_passing_backward")
+        H = _heads(x)
         gx = gw = None
+        g2 = rows2d(grad)
+        weighted = weight is not None
+        w = rows2d(weight) if weighted else _NO_WEIGHT[x.dtype.char]
+        if need_weight and weighted:
+            gw = self._host_empty(weight.shape, weight.dtype)
         if need_x:
-            gx = self.from_numpy(np.ascontiguousarray(  # type: ignore[attr-defined]
-                np_message_passing(g, ei.dst._idx, ei.src._idx, ei.num_src, w)))
-        if need_weight and w is not None:
-            prod = g[ei.dst._idx] * xs[ei.src._idx]
-            gw = prod.reshape(prod.shape[0], -1).sum(axis=1) if w.ndim == 1 else prod.sum(axis=2)
-            gw = self.from_numpy(np.ascontiguousarray(gw.astype(xs.dtype, copy=False)))  # type: ignore[attr-defined]
+            # one pass over the source grouping gives grad_x and grad_weight
+            ptr, perm = ei.src._grouping()
+            gx = self._host_empty(x.shape, x.dtype)
+            gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
+            message_backward_csr(
+                g2, rows2d(x), ei.dst._idx, w, weighted, gw is not None, perm, ptr,
+                rows2d(gx), gw2, H, get_num_threads())
+        elif gw is not None:
+            sddmm_dot(g2, rows2d(x), ei.src._idx, ei.dst._idx,
+                      gw.reshape(weight.shape[0], H), get_num_threads())
         return gx, gw

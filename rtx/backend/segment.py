@@ -13,9 +13,11 @@ entry only.  A NaN in a segment propagates (the first NaN wins).
 ``segment_softmax`` is PyG's ``softmax(src, index, num_nodes=N)``: per segment
 and column, ``exp(s - max) / sum(exp(s - max))``.
 
-The default bodies run numpy on host copies, so every backend has them;
-``CpuBackend`` overrides them with the OpenMP kernels of ``rtx/_segment.pxi``.
-(``check_segment`` validates raw user arguments for the public faces.)
+Each op has one body (``host_body``): the OpenMP kernels of ``rtx/_segment.pxi``
+over the plan's cached CSR grouping (or, for narrow softmax rows, its indices in
+entry order: the same bits), run as is on the CPU backend's arrays and through a
+host round-trip on any other backend.  (``check_segment`` validates raw user
+arguments for the public faces.)
 """
 
 from __future__ import annotations
@@ -25,8 +27,22 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import FLOAT_DTYPES as _FLOAT_DTYPES
-from ._family import Family
-from ._host import check_output
+from .._kernels import (
+    segment_max_backward_csr,
+    segment_max_csr,
+    segment_mean_backward_csr,
+    segment_mean_csr,
+    segment_min_backward_csr,
+    segment_min_csr,
+    segment_softmax_backward_csr,
+    segment_softmax_backward_entries,
+    segment_softmax_csr,
+    segment_softmax_entries,
+    softmax_entry_mode,
+)
+from .._threads import get_num_threads
+from ._family import Family, host_body
+from ._host import check_output, rows2d
 from .index_plan import IndexPlan, as_plan
 
 FLOAT_DTYPES = _FLOAT_DTYPES  # (re-exported; rtx._dtypes defines it)
@@ -60,125 +76,97 @@ def segment_plan(index: Any, num_segments: Any, op: str, length: int | None = No
     return index
 
 
-def np_segment_softmax(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    m = np.full((n,) + s.shape[1:], -np.inf, dtype=s.dtype)
-    np.maximum.at(m, idx, s)
-    e = np.exp(s - m[idx])
-    z = np.zeros_like(m)
-    np.add.at(z, idx, e)
-    return (e / z[idx]).astype(s.dtype, copy=False)
-
-
-def np_segment_softmax_backward(y: np.ndarray, g: np.ndarray, idx: np.ndarray,
-                                n: int) -> np.ndarray:
-    d = np.zeros((n,) + y.shape[1:], dtype=y.dtype)
-    np.add.at(d, idx, g * y)
-    return (y * (g - d[idx])).astype(y.dtype, copy=False)
-
-
-def np_segment_mean(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros((n,) + s.shape[1:], dtype=s.dtype)
-    np.add.at(out, idx, s)
-    cnt = np.bincount(idx, minlength=n).astype(s.dtype).reshape((n,) + (1,) * (s.ndim - 1))
-    return (out / np.maximum(cnt, 1)).astype(s.dtype, copy=False)
-
-
-def np_segment_mean_backward(g: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    cnt = np.bincount(idx, minlength=n).astype(g.dtype).reshape((n,) + (1,) * (g.ndim - 1))
-    return (g / np.maximum(cnt, 1))[idx].astype(g.dtype, copy=False)
-
-
-def _np_segment_extreme(s: np.ndarray, idx: np.ndarray, n: int, ufunc: Any,
-                        init: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per segment and column: ``ufunc`` (np.maximum / np.minimum) reduced, and
-    the FIRST position holding it (NaN propagates); empty segments 0 and -1."""
-    E = s.shape[0]
-    s2 = s.reshape(E, int(np.prod(s.shape[1:])))
-    F = s2.shape[1]
-    m = np.full((n, F), init, dtype=s.dtype)
-    ufunc.at(m, idx, s2)  # NaN propagates
-    mi = m[idx]
-    hit = (s2 == mi) | (np.isnan(s2) & np.isnan(mi))
-    arg = np.full((n, F), E, dtype=np.int64)
-    rows, cols = np.nonzero(hit)
-    np.minimum.at(arg, (idx[rows], cols), rows)
-    arg[arg == E] = -1
-    m[arg < 0] = 0
-    return m.reshape((n,) + s.shape[1:]), arg.reshape((n,) + s.shape[1:])
-
-
-def np_segment_max(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    return _np_segment_extreme(s, idx, n, np.maximum, -np.inf)
-
-
-def np_segment_min(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    return _np_segment_extreme(s, idx, n, np.minimum, np.inf)
-
-
-def np_segment_arg_backward(g: np.ndarray, arg: np.ndarray, E: int) -> np.ndarray:
-    """The backward of segment max / min: ``g`` to the ``arg`` positions, 0 elsewhere."""
-    n = g.shape[0]
-    g2 = g.reshape(n, int(np.prod(g.shape[1:])))
-    a2 = arg.reshape(g2.shape)
-    out = np.zeros((E, g2.shape[1]), dtype=g.dtype)
-    r, c = np.nonzero(a2 >= 0)
-    out[a2[r, c], c] = g2[r, c]
-    return out.reshape((E,) + g.shape[1:])
-
-
 class SegmentOps(Family):
     """Segment mean / max / min / softmax and their backward passes, over a checked
     ``IndexPlan`` (``segment_plan``: the faces make it; no index is checked again)."""
 
     FAMILY = "segment"  # its ops: the public methods below (``_family.py``)
 
-    def segment_softmax(self, scores: Any, index: Any, num_segments: int) -> Any:
-        shape = tuple(self.shape(scores))  # type: ignore[attr-defined]
-        plan = segment_plan(index, num_segments, "segment_softmax", shape[0])
-        check_output(2 * plan.num_rows, shape, np.dtype(self.dtype(scores)).itemsize,  # type: ignore[attr-defined]
-                     "segment_softmax")
-        return self._host(lambda a: np_segment_softmax(a, plan._idx, plan.num_rows), scores)
+    @host_body("scores")
+    def segment_softmax(self, scores: np.ndarray, index: Any, num_segments: int) -> Any:
+        plan = segment_plan(index, num_segments, "segment_softmax", scores.shape[0])
+        check_output(2 * plan.num_rows, scores.shape, scores.itemsize, "segment_softmax")
+        out = self._host_empty(scores.shape, scores.dtype)
+        s2, o2, T = rows2d(scores), rows2d(out), get_num_threads()
+        # two kernels with equal bits: by entry order (narrow rows, no grouping
+        # needed) or over the CSR grouping
+        if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan._grouping()
+            segment_softmax_csr(s2, perm, ptr, o2, T)
+        return out
 
-    def segment_softmax_backward(self, y: Any, grad: Any, index: Any, num_segments: int) -> Any:
-        plan = segment_plan(index, num_segments, "segment_softmax_backward",
-                            tuple(self.shape(y))[0])  # type: ignore[attr-defined]
-        return self._host(
-            lambda a, g: np_segment_softmax_backward(a, g, plan._idx, plan.num_rows), y, grad)
+    @host_body("y", "grad")
+    def segment_softmax_backward(self, y: np.ndarray, grad: np.ndarray, index: Any,
+                                 num_segments: int) -> Any:
+        plan = segment_plan(index, num_segments, "segment_softmax_backward", y.shape[0])
+        out = self._host_empty(y.shape, y.dtype)
+        y2, g2, o2, T = rows2d(y), rows2d(grad), rows2d(out), get_num_threads()
+        if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T)
+        else:
+            ptr, perm = plan._grouping()
+            segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)
+        return out
 
-    def segment_mean(self, src: Any, index: Any, num_segments: int) -> Any:
-        shape = tuple(self.shape(src))  # type: ignore[attr-defined]
-        plan = segment_plan(index, num_segments, "segment_mean", shape[0])
-        check_output(plan.num_rows, shape, np.dtype(self.dtype(src)).itemsize,  # type: ignore[attr-defined]
-                     "segment_mean")
-        return self._host(lambda a: np_segment_mean(a, plan._idx, plan.num_rows), src)
+    @host_body("src")
+    def segment_mean(self, src: np.ndarray, index: Any, num_segments: int) -> Any:
+        plan = segment_plan(index, num_segments, "segment_mean", src.shape[0])
+        check_output(plan.num_rows, src.shape, src.itemsize, "segment_mean")
+        ptr, perm = plan._grouping()
+        out = self._host_empty((plan.num_rows,) + src.shape[1:], src.dtype)
+        segment_mean_csr(rows2d(src), perm, ptr, rows2d(out), get_num_threads())
+        return out
 
-    def segment_mean_backward(self, grad: Any, index: Any, num_segments: int) -> Any:
+    @host_body("grad")
+    def segment_mean_backward(self, grad: np.ndarray, index: Any, num_segments: int) -> Any:
         plan = segment_plan(index, num_segments, "segment_mean_backward")
-        return self._host(lambda g: np_segment_mean_backward(g, plan._idx, plan.num_rows),
-                          grad)
+        ptr, perm = plan._grouping()
+        out = self._host_empty((len(plan),) + grad.shape[1:], grad.dtype)
+        segment_mean_backward_csr(rows2d(grad), perm, ptr, rows2d(out), get_num_threads())
+        return out
 
-    def segment_max(self, src: Any, index: Any, num_segments: int) -> tuple[Any, Any]:
+    @host_body("src")
+    def segment_max(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
         """``(values, argmax)``; argmax is an int64 primitive of the values' shape."""
-        return self._segment_extreme(np_segment_max, "segment_max", src, index, num_segments)
+        return self._segment_extreme(segment_max_csr, "segment_max", src, index, num_segments)
 
-    def segment_max_backward(self, grad: Any, argmax: Any, index: Any, num_entries: int) -> Any:
+    @host_body("grad", "argmax")
+    def segment_max_backward(self, grad: np.ndarray, argmax: np.ndarray, index: Any,
+                             num_entries: int) -> Any:
         """``grad`` to the argmax entries; ``index`` the grouping ``segment_max`` used."""
-        segment_plan(index, tuple(self.shape(grad))[0], "segment_max_backward", num_entries)  # type: ignore[attr-defined]
-        return self._host(lambda g, a: np_segment_arg_backward(g, a, num_entries), grad, argmax)
+        return self._arg_backward(segment_max_backward_csr, "segment_max_backward", grad,
+                                  argmax, index, num_entries)
 
-    def segment_min(self, src: Any, index: Any, num_segments: int) -> tuple[Any, Any]:
+    @host_body("src")
+    def segment_min(self, src: np.ndarray, index: Any, num_segments: int) -> tuple[Any, Any]:
         """``(values, argmin)``: ``segment_max`` for the min (first entry wins ties)."""
-        return self._segment_extreme(np_segment_min, "segment_min", src, index, num_segments)
+        return self._segment_extreme(segment_min_csr, "segment_min", src, index, num_segments)
 
-    def segment_min_backward(self, grad: Any, argmin: Any, index: Any, num_entries: int) -> Any:
+    @host_body("grad", "argmin")
+    def segment_min_backward(self, grad: np.ndarray, argmin: np.ndarray, index: Any,
+                             num_entries: int) -> Any:
         """``grad`` to the argmin entries; ``index`` the grouping ``segment_min`` used."""
-        segment_plan(index, tuple(self.shape(grad))[0], "segment_min_backward", num_entries)  # type: ignore[attr-defined]
-        return self._host(lambda g, a: np_segment_arg_backward(g, a, num_entries), grad, argmin)
+        return self._arg_backward(segment_min_backward_csr, "segment_min_backward", grad,
+                                  argmin, index, num_entries)
 
-    def _segment_extreme(self, fn: Any, op: str, src: Any, index: Any,
-                         num_segments: int) -> tuple[Any, Any]:
-        shape = tuple(self.shape(src))  # type: ignore[attr-defined]
-        plan = segment_plan(index, num_segments, op, shape[0])
-        check_output(2 * plan.num_rows, shape, np.dtype(self.dtype(src)).itemsize, op)  # type: ignore[attr-defined]
-        m, arg = fn(self._h(src), plan._idx, plan.num_rows)
-        return self.from_numpy(m), self.from_numpy(arg)  # type: ignore[attr-defined]
+    def _segment_extreme(self, kernel: Any, op: str, src: np.ndarray, index: Any,
+                         num_segments: int) -> tuple[np.ndarray, np.ndarray]:
+        plan = segment_plan(index, num_segments, op, src.shape[0])
+        check_output(2 * plan.num_rows, src.shape, src.itemsize, op)
+        ptr, perm = plan._grouping()
+        n = plan.num_rows
+        out = self._host_empty((n,) + src.shape[1:], src.dtype)
+        arg = self._host_empty((n,) + src.shape[1:], np.int64)
+        kernel(rows2d(src), perm, ptr, rows2d(out), rows2d(arg), get_num_threads())
+        return out, arg
+
+    def _arg_backward(self, kernel: Any, op: str, grad: np.ndarray, arg: np.ndarray,
+                      index: Any, num_entries: int) -> np.ndarray:
+        # (the kernel checks every argument it indexes by, ``arg`` included)
+        plan = segment_plan(index, grad.shape[0], op, num_entries)
+        ptr, perm = plan._grouping()
+        out = self._host_empty((num_entries,) + grad.shape[1:], grad.dtype)
+        kernel(rows2d(grad), rows2d(arg), perm, ptr, rows2d(out), get_num_threads())
+        return out

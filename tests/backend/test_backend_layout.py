@@ -13,7 +13,15 @@ import pytest
 import rtx
 from rtx import _kernels
 from rtx.backend import Backend, CpuBackend, MinimalBackend, _program
-from rtx.backend._family import Family, family_ops, is_composed, is_query, query
+from rtx.backend._family import (
+    Family,
+    family_ops,
+    host_body,
+    host_body_of,
+    is_composed,
+    is_query,
+    query,
+)
 from rtx.backend.cpu import CPU_MIXINS
 
 QUERIES = {"is_prim", "is_contiguous", "can_view", "aliases"}
@@ -76,8 +84,61 @@ def test_cpu_backend_is_one_module_per_family():
         covered |= own
     own_cpu = {n for n, v in vars(CpuBackend).items() if inspect.isfunction(v)
                and not n.startswith("_")}
-    assert own_cpu <= {"from_numpy", "to_numpy", "shape", "dtype"} | QUERIES
+    bound = {n for n in own_cpu if host_body_of(getattr(Backend, n)) is vars(CpuBackend)[n]}
+    assert own_cpu - bound <= {"from_numpy", "to_numpy", "shape", "dtype"} | QUERIES
     assert CpuBackend.__mro__[1:len(CPU_MIXINS) + 1] == CPU_MIXINS
+
+
+GRAPH_FAMILIES = ("index", "segment", "message", "gatv2", "grouped")
+
+
+def test_graph_ops_have_one_body_bound_as_is_on_the_cpu_backend():
+    """Every graph op but the in-place ``index_accumulate`` is one ``host_body``
+    (rtx/backend/<family>.py): CpuBackend's method IS the body (no wrapper, no
+    second copy in rtx/backend/cpu/); a backend over other primitives runs it
+    through the host round-trip."""
+    ops = [n for f in GRAPH_FAMILIES for n in Backend.FAMILIES[f] if n != "index_accumulate"]
+    assert len(ops) == 16
+    for n in ops:
+        body = host_body_of(getattr(Backend, n))
+        assert body is not None, n
+        assert vars(CpuBackend)[n] is body, n
+        assert getattr(MinimalBackend, n) is getattr(Backend, n) is not body, n
+    assert host_body_of(CpuBackend.index_accumulate) is None
+
+
+def test_host_body_round_trip_converts_only_the_named_arrays():
+    seen = {}
+
+    class Demo(Family):
+        FAMILY = "demo_host"
+
+        @host_body("x", "w")
+        def demo_scale(self, x, k, w=None, flag=False):
+            seen.update(x=type(x), w=type(w), k=k, flag=flag)
+            return self._host_empty((2,), np.float64, zero=True) + x.sum() * k, None
+
+    class Mini(Demo, MinimalBackend):
+        pass
+
+    class Cpu(Demo, CpuBackend):
+        pass
+
+    B = Mini()
+    out, none = B.demo_scale(B.from_numpy(np.ones(3)), 2, w=None, flag=True)
+    assert none is None and type(out) is not np.ndarray and B.is_prim(out)
+    np.testing.assert_array_equal(B.to_numpy(out), [6.0, 6.0])
+    assert seen == {"x": np.ndarray, "w": type(None), "k": 2, "flag": True}
+    B.demo_scale(B.from_numpy(np.ones(3)), 1, B.from_numpy(np.ones(1)))
+    assert seen["w"] is np.ndarray
+    assert vars(Cpu)["demo_scale"] is host_body_of(Demo.demo_scale)
+    C = Cpu()
+    out, _ = C.demo_scale(np.ones(3), 3)
+    assert type(C._host_empty((2,), np.float32).base) is _kernels.Storage  # the allocator
+    assert type(Mini()._host_empty((2,), np.float32).base) is not _kernels.Storage
+    np.testing.assert_array_equal(out, [9.0, 9.0])
+    with pytest.raises(TypeError, match="no parameter 'y'"):
+        host_body("y")(lambda self, x: x)
 
 
 def test_allocator_module_and_old_import_paths():

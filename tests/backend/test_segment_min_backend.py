@@ -1,5 +1,6 @@
 """segment_min below the faces: the kernels (``segment_min_csr`` /
-``segment_min_backward_csr``), the numpy default body and the CPU backend's.
+``segment_min_backward_csr``) and the backend body (on the CPU backend and, through
+the host round-trip, the minimal one).
 
 Mirrors segment_max: per segment and column the min and the position of its
 FIRST occurrence (ties: the lowest position wins), NaN propagates (the first
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _graph_reference import np_segment_arg_backward, np_segment_max, np_segment_min
 from conftest import assert_both_threads_run, bits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,6 @@ from hypothesis import strategies as st
 import rtx
 from rtx import _kernels
 from rtx.backend import CpuBackend, MinimalBackend
-from rtx.backend.segment import np_segment_arg_backward, np_segment_max, np_segment_min
 
 
 def loop_min(s: np.ndarray, idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +70,7 @@ def test_kernel_matches_the_definition(dtype, F):
     np.testing.assert_array_equal(bits(out), bits(want))
     np.testing.assert_array_equal(arg, want_arg)
     assert (arg[12:] == -1).all() and (out[12:] == 0).all()
-    # the numpy default body is the same rule
+    # the vectorised numpy reference (tests/_graph_reference.py) is the same rule
     m, a = np_segment_min(s, idx, N)
     np.testing.assert_array_equal(m, want)
     np.testing.assert_array_equal(a, want_arg)

@@ -6,10 +6,13 @@ user's own array.  One module per op family, as ``rtx/backend/`` has one per
 family of default bodies: elementwise and reduction ops run numpy ufuncs
 writing into owned output buffers (``out=``); activations and their backward
 rules run fixed programs of the fused evaluator (compiled by
-``rtx/backend/_program.py``, which also compiles Fusion's); index, segment and
-message-passing ops run the OpenMP kernels of ``rtx._kernels`` over checked
-``IndexPlan`` / ``EdgeIndex`` arguments (the faces make them; nothing here
-checks an index again).
+``rtx/backend/_program.py``, which also compiles Fusion's).  The graph ops
+(index, segment, message passing, GATv2, grouped matmul) have one body each in
+their family module (``rtx/backend/index.py``, ...: ``host_body``), the OpenMP
+kernels of ``rtx._kernels`` over checked ``IndexPlan`` / ``EdgeIndex``
+arguments; ``HOST_ARRAYS`` makes them this backend's methods as they are, with
+outputs from the caching allocator (``_host_empty``).  Only what is specific to
+this backend's buffers stays here (``index_accumulate`` in place).
 """
 
 from __future__ import annotations
@@ -23,13 +26,9 @@ from ._alloc import empty, own
 from .activation import CpuActivation
 from .creation import CpuCreation
 from .elementwise import CpuElementwise
-from .gatv2 import CpuGatv2
-from .grouped import CpuGrouped
 from .index import CpuIndex
 from .linalg import CpuLinalg
-from .message import CpuMessage
 from .reduction import CpuReduction
-from .segment import CpuSegment
 from .shape import CpuShape
 
 __all__ = ["CpuBackend", "empty", "own"]
@@ -39,16 +38,18 @@ _ndarray = np.ndarray
 # The family overrides, in Backend's family order: each mixin overrides only ops
 # of its family (tests/backend/test_backend_layout.py).
 CPU_MIXINS = (CpuElementwise, CpuActivation, CpuReduction, CpuLinalg, CpuShape, CpuIndex,
-              CpuSegment, CpuMessage, CpuGatv2, CpuGrouped,
               CpuCreation)
 
 
 class CpuBackend(CpuElementwise, CpuActivation, CpuReduction, CpuLinalg, CpuShape, CpuIndex,
-                 CpuSegment, CpuMessage, CpuGatv2, CpuGrouped, CpuCreation,
-                 Backend):
+                 CpuCreation, Backend):
     """Native CPU backend."""
 
     name = "cpu"
+    HOST_ARRAYS = True  # primitives are numpy arrays: the host bodies run as they are
+
+    def _host_empty(self, shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
+        return empty(shape, dtype, zero)
 
     # ----------------------------------------------------------------- core
     def from_numpy(self, a: np.ndarray) -> np.ndarray:

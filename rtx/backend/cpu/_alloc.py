@@ -33,9 +33,3 @@ def own(a: np.ndarray) -> np.ndarray:
     out = empty(a.shape, a.dtype)
     np.copyto(out, a)
     return out
-
-
-def rows2d(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous (len, prod(rest)) view (a copy only if needed): the
-    2-D layout the row kernels take."""
-    return np.ascontiguousarray(a).reshape(a.shape[0], math.prod(a.shape[1:]))
