@@ -41,7 +41,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._dtypes import check_rows
-from .._kernels import Storage, csr_build, is_index_snapshot, memeq, snapshot_indices
+from .._kernels import (
+    Storage,
+    csr_build,
+    first_out_of_bounds,
+    is_index_snapshot,
+    memeq,
+    snapshot_indices,
+)
 from ._index_check import _index_error, as_index_array
 
 
@@ -237,6 +244,23 @@ def _derived(arr: np.ndarray, n: int) -> IndexPlan:
     return IndexPlan._trusted(snapshot_indices(np.ascontiguousarray(arr), -1)[0], n)
 
 
+def _plan_prefix(plan: IndexPlan, m: int, n: int, what: str) -> IndexPlan:
+    """``plan``'s first ``m`` indices over ``n <= num_rows`` rows (``EdgeIndex.trim``)."""
+    if m == len(plan) and n == plan.num_rows:
+        return plan
+    idx = plan._idx[:m]  # a view of the snapshot: still immutable
+    if n < plan.num_rows:
+        bad = first_out_of_bounds(idx, n)
+        if bad >= 0:
+            raise ValueError(f"EdgeIndex.trim: edge {bad} has {what[:-1]} {int(idx[bad])}, "
+                             f"beyond the {n} kept {what}")
+    csr = None
+    if m == len(plan) and plan._csr is not None:
+        ptr, perm = plan._csr  # every index is below n: the first n + 1 pointers
+        csr = (ptr[: n + 1], perm)
+    return IndexPlan._trusted(idx, n, csr)
+
+
 class SelfLoops(NamedTuple):
     """What ``EdgeIndex.with_self_loops()`` did: ``kept`` (the positions, in the
     original edges, of those it kept, in order; a plan over their count),
@@ -348,6 +372,29 @@ class EdgeIndex:
         info = SelfLoops(_derived(kept, self.num_edges), _derived(d_kept, self.num_dst),
                          n_loops)
         return EdgeIndex._trusted(_derived(s, self.num_src), _derived(d, self.num_dst), info)
+
+    def trim(self, num_edges: int, num_src: int, num_dst: int) -> EdgeIndex:
+        """The first ``num_edges`` edges over the first ``num_src`` sources and
+        ``num_dst`` targets (PyG's ``trim_to_layer`` on one relation: a sampled
+        batch's edges and nodes come hop by hop, so a layer's are prefixes).
+
+        No copy: the plans share these indices; a plan whose edges and rows are
+        all kept is this one's (its grouping too), and a target plan over all the
+        edges reuses this one's grouping cut to ``num_dst`` rows.  Only the
+        bound that shrank is checked (one pass over the kept indices):
+        ``ValueError`` when a kept edge reaches beyond the kept nodes (the
+        edges are not in hop order)."""
+        m = check_rows(num_edges, "EdgeIndex.trim", "num_edges")
+        ns = check_rows(num_src, "EdgeIndex.trim", "num_src")
+        nd = check_rows(num_dst, "EdgeIndex.trim", "num_dst")
+        if m > self.num_edges or ns > self.num_src or nd > self.num_dst:
+            raise ValueError(f"EdgeIndex.trim: ({m}, {ns}, {nd}) exceeds this EdgeIndex's "
+                             f"({self.num_edges} edges, {self.num_src} sources, "
+                             f"{self.num_dst} targets)")
+        if (m, ns, nd) == (self.num_edges, self.num_src, self.num_dst):
+            return self
+        return EdgeIndex._trusted(_plan_prefix(self.src, m, ns, "sources"),
+                                  _plan_prefix(self.dst, m, nd, "targets"))
 
     @property
     def num_edges(self) -> int:

@@ -139,6 +139,47 @@ def test_warm_plan_scatter_bitwise_cold_any_threads(dtype, F):
         _kernels.set_parallel_thresholds(**old)
 
 
+def test_edge_index_trim_is_a_prefix_without_copies():
+    """EdgeIndex.trim(m, ns, nd): the first m edges over the first ns sources and
+    nd targets; what did not shrink is this plan itself, a target plan over every
+    edge keeps the grouping (its first nd + 1 pointers), a kept edge beyond the
+    kept nodes is a ValueError naming it, and the result is what a fresh EdgeIndex
+    of those edges gives."""
+    ei = rtx.EdgeIndex(np.array([[0, 3, 1, 4, 2, 5, 6], [0, 0, 1, 1, 2, 3, 4]]), 7, 5)
+    ptr, perm = ei.dst._grouping()
+    assert ei.trim(7, 7, 5) is ei                     # nothing trimmed: itself
+    t = ei.trim(5, 5, 3)
+    fresh = rtx.EdgeIndex(np.array([[0, 3, 1, 4, 2], [0, 0, 1, 1, 2]]), 5, 3)
+    for a, b in ((t.src, fresh.src), (t.dst, fresh.dst)):
+        np.testing.assert_array_equal(a.indices, b.indices)
+        assert a.num_rows == b.num_rows
+        np.testing.assert_array_equal(a.csr()[0], b.csr()[0])
+        np.testing.assert_array_equal(a.csr()[1], b.csr()[1])
+    same_src = rtx.EdgeIndex(np.array([[0, 1, 2], [0, 0, 1]]), 3, 4)
+    same_src.dst._grouping()
+    cut = same_src.trim(3, 3, 2)
+    assert cut.src is same_src.src                    # nothing shrank: the same plan
+    assert cut.dst.is_grouped                         # the grouping, cut to 2 rows
+    np.testing.assert_array_equal(cut.dst.csr()[0], [0, 2, 3])
+    np.testing.assert_array_equal(cut.dst.csr()[0],
+                                  rtx.IndexPlan(np.array([0, 0, 1]), 2).csr()[0])
+    assert np.shares_memory(cut.dst._idx, same_src.dst._idx)       # no copy
+    with pytest.raises(ValueError, match="edge 5 has target 3, beyond the 3 kept targets"):
+        ei.trim(7, 7, 3)
+    with pytest.raises(ValueError, match="source 5, beyond"):
+        ei.trim(6, 5, 4)
+    with pytest.raises(ValueError, match="exceeds"):
+        ei.trim(8, 7, 5)
+    with pytest.raises(ValueError, match="exceeds"):
+        ei.trim(7, 7, 6)
+    with pytest.raises(ValueError):
+        ei.trim(-1, 7, 5)
+    # the trimmed plans run the ops as fresh ones do
+    x = rtx.tensor(np.arange(10.0).reshape(5, 2))
+    np.testing.assert_array_equal(rtx.message_passing(x, t, 3).numpy(),
+                                  rtx.message_passing(x, fresh, 3).numpy())
+
+
 def test_edge_index():
     ei = np.array([[0, 2, 1, 2], [1, 0, 1, 3]])
     e = rtx.EdgeIndex(ei, 3, 4)

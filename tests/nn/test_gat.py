@@ -105,6 +105,61 @@ def test_shared_weights_on_bipartite_pair():
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("sizes", [(7, 4), (4, 7), (6, 6)], ids=["dst<src", "src<dst", "equal"])
+def test_bipartite_self_loops_over_the_shared_prefix(sizes, dtype):
+    """PyG's rule for bipartite input with add_self_loops: existing loops removed,
+    one loop i -> i per node i < min(N_src, N_dst); edge features of the loops by
+    fill_value over the kept edges into i."""
+    n_src, n_dst = sizes
+    rng = np.random.default_rng(11)
+    xs, xd = rng.standard_normal((n_src, 5)).astype(dtype), rng.standard_normal((n_dst, 3))
+    xd = xd.astype(dtype)
+    ei = np.stack([rng.integers(0, n_src, 20), rng.integers(0, n_dst, 20)])
+    ei[:, :3] = [[0, 1, 2], [0, 1, 2]]                  # existing loops (removed, then added)
+    conv = GATConv((5, 3), 4, heads=2).to(dtype)
+    out, (used, _) = conv((rtx.tensor(xs), rtx.tensor(xd)), ei, return_attention_weights=True)
+    ref, ref_ei, _ = gat_conv_ref((xs, xd), ei, conv.state_dict(), 2, 4)
+    np.testing.assert_array_equal(used, ref_ei)
+    assert (used[0, used[0] == used[1]] < min(sizes)).all()
+    assert int((used[0] == used[1]).sum()) == min(sizes)
+    np.testing.assert_allclose(out.numpy(), ref, **tol(dtype))
+    # edge features: the loops' rows by fill_value over the kept edges into each node
+    attr = rng.standard_normal((20, 2)).astype(dtype)
+    for fill in ("mean", "add", 0.5):
+        c = GATConv((5, 3), 4, heads=2, edge_dim=2, fill_value=fill).to(dtype)
+        got = c((rtx.tensor(xs), rtx.tensor(xd)), ei, rtx.tensor(attr)).numpy()
+        n = min(sizes)
+        keep = ei[0] != ei[1]
+        want_ei = np.concatenate([ei[:, keep], np.stack([np.arange(n)] * 2)], axis=1)
+        if isinstance(fill, str):
+            s = np.zeros((n_dst, 2), dtype)
+            np.add.at(s, ei[1, keep], attr[keep])
+            if fill == "mean":
+                s = s / np.maximum(np.bincount(ei[1, keep], minlength=n_dst), 1)[:, None]
+            loop_attr = s[:n]
+        else:
+            loop_attr = np.full((n, 2), fill, dtype)
+        want, _, _ = gat_conv_ref((xs, xd), want_ei, c.state_dict(), 2, 4, add_self_loops=False,
+                                  edge_attr=np.concatenate([attr[keep], loop_attr]))
+        np.testing.assert_allclose(got, want, **tol(dtype))
+
+
+def test_prefix_pair_equals_the_full_graph_rows():
+    """The targets as the first sources (a sampled batch's next-layer nodes): the
+    pair (x, x[:n]) gives the first n rows of the full forward on x, over the
+    edges into those rows: what lets a model trim each layer's targets."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((9, 5))
+    ei = np.stack([rng.integers(0, 9, 40), rng.integers(0, 9, 40)])
+    conv = GATConv(5, 3, heads=2, residual=True).double()
+    full = conv(rtx.tensor(x), ei).numpy()
+    n = 4
+    into = ei[:, ei[1] < n]
+    part = conv((rtx.tensor(x), rtx.tensor(x[:n])), into).numpy()
+    np.testing.assert_allclose(part, full[:n], rtol=1e-12, atol=1e-12)
+    assert gradcheck_module(conv, [rtx.tensor(x)], lambda m, a: m((a, a[:n]), into))
+
+
 def test_pyg_state_dict_loads_and_gives_reference_outputs():
     """numpy arrays under PyG's names and shapes load strictly, and the layer then
     computes the reference formula with them."""
@@ -152,6 +207,22 @@ def test_matches_pyg_when_installed():
         np.testing.assert_allclose(alpha.numpy(), r_alpha.detach().numpy(), rtol=1e-10,
                                    atol=1e-12)
         assert repr(conv) == repr(ref)
+    # bipartite with self-loops (one per node below min(N_src, N_dst)), both orders
+    for n_src, n_dst in ((7, 4), (4, 7)):
+        xs, xd = rng.standard_normal((n_src, 5)), rng.standard_normal((n_dst, 3))
+        e = np.stack([rng.integers(0, n_src, 15), rng.integers(0, n_dst, 15)])
+        e[:, 0] = 1                                       # an existing loop
+        ref = pyg.GATConv((5, 3), 4, heads=2).double()
+        conv = GATConv((5, 3), 4, heads=2).double()
+        conv.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
+        r_out, (r_ei, r_alpha) = ref((torch.from_numpy(xs), torch.from_numpy(xd)),
+                                     torch.from_numpy(e), return_attention_weights=True)
+        out, (used, alpha) = conv((rtx.tensor(xs), rtx.tensor(xd)), e,
+                                  return_attention_weights=True)
+        np.testing.assert_allclose(out.numpy(), r_out.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(used, r_ei.numpy())
+        np.testing.assert_allclose(alpha.numpy(), r_alpha.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
 
 
 # ---------------------------------------------------------------- gradchecks
@@ -282,7 +353,9 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(TypeError, match="integer"):
         conv(x, np.zeros((2, 4)))
     with pytest.raises(ValueError, match="bipartite"):
-        conv((x, x), ei)
+        GATConv((5, 3), 4)(x, ei)                    # two sizes need an (x_src, x_dst) pair
+    with pytest.raises(ValueError, match="pair"):
+        conv((x, x, x), ei)
     with pytest.raises(ValueError, match="edge_attr"):
         GATConv(5, 4, edge_dim=2)(x, ei)
     with pytest.raises(ValueError, match="edge_attr must have shape"):

@@ -191,6 +191,29 @@ def test_heteroconv_aggregations(aggr):
     np.testing.assert_allclose(only["item"].numpy(), rb, rtol=1e-12, atol=1e-12)
 
 
+def test_heteroconv_pair_input_gives_each_relation_sources_and_targets():
+    """x_dict as (x_src_dict, x_dst_dict), DGL's block input: every relation, a
+    same-type one included, gets (sources, targets); with the targets the first
+    rows of the sources the result is the full forward's first rows."""
+    x, ei = _tiny(seed=11)
+    rtx.manual_seed(5)
+    a = GATConv((2, 3), 2, heads=2, add_self_loops=False).double()
+    b = GATConv(3, 2, heads=2).double()
+    conv = HeteroConv({("user", "buys", "item"): a, ("item", "similar", "item"): b})
+    xt = _t(x)
+    n = 3
+    into = {et: e[:, e[1] < n] for et, e in ei.items()}
+    out = conv((xt, {"item": xt["item"][:n]}), into)
+    ra = a((xt["user"], xt["item"][:n]), into[("user", "buys", "item")]).numpy()
+    rb = b((xt["item"], xt["item"][:n]), into[("item", "similar", "item")]).numpy()
+    np.testing.assert_allclose(out["item"].numpy(), ra + rb, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out["item"].numpy(), conv(xt, ei)["item"].numpy()[:n],
+                               rtol=1e-12, atol=1e-12)
+    for bad in ((xt,), (xt, xt, xt), (xt, [1])):
+        with pytest.raises(TypeError, match="pair of such dicts"):
+            conv(bad, ei)
+
+
 def test_heteroconv_passes_edge_level_arguments():
     rng = np.random.default_rng(10)
     x, ei = _tiny(seed=10)

@@ -178,10 +178,9 @@ def test_sampled_training_with_sparse_adam_learns():
 
 @pytest.mark.parametrize("layers", [2, 3])
 def test_trimming_to_the_layer_gives_the_seeds_logits_and_gradients(layers):
-    """num_sampled_nodes_dict / num_sampled_edges_dict (PyG's trim_to_layer): layer l
-    runs on hops 0 .. L - l only; the seeds' logits are the untrimmed forward's bit
-    for bit, every gradient the same to rounding, and the later layers see fewer
-    rows."""
+    """num_sampled_nodes_dict / num_sampled_edges_dict (DGL's blocks): layer l reads
+    hops 0 .. L - l and outputs hops 0 .. L - l - 1 only; the result is the seeds'
+    logits, the untrimmed forward's to rounding, every gradient too."""
     data = rtx.datasets.synthetic_mag(0.002, seed=1)
     rtx.manual_seed(0)
     m = HetGAT(data.metadata(), {"paper": 128, "author": None, "institution": None,
@@ -203,8 +202,11 @@ def test_trimming_to_the_layer_gives_the_seeds_logits_and_gradients(layers):
         grads.append((out.shape[0], out[:k].numpy(),
                       {n: p.grad.numpy() for n, p in m.named_parameters() if p.grad is not None}))
     (n_full, full, g_full), (n_trim, trim, g_trim) = grads
-    np.testing.assert_array_equal(trim, full)
-    assert n_trim == sum(b["paper"].num_sampled_nodes[:2]) < n_full
+    # to rounding, not bit for bit: the first layer's target logits are a GEMM over
+    # the hop 0..1 rows only, and OpenBLAS's bits for a row depend on the row count
+    # (numpy: (a @ b)[:151] != a[:151] @ b for a [3000, 128] and b [128, 2])
+    np.testing.assert_allclose(trim, full, rtol=1e-10, atol=1e-13)
+    assert n_trim == k < n_full                          # the seeds only
     assert g_trim.keys() == g_full.keys()
     for n in g_full:
         np.testing.assert_allclose(g_trim[n], g_full[n], rtol=1e-9, atol=1e-12, err_msg=n)

@@ -65,8 +65,10 @@ class GATConv(Module):
             outputs), else they are averaged.
         negative_slope: of the LeakyReLU.  ``dropout``: on the attention weights
             (training mode only; rtx's generator).
-        add_self_loops: remove existing self-loops and add one per node, as PyG
-            (not allowed with bipartite ``(x_src, x_dst)`` input).
+        add_self_loops: remove existing self-loops and add one per node, as PyG;
+            with bipartite ``(x_src, x_dst)`` input one loop ``i -> i`` per node
+            ``i < min(N_src, N_dst)`` (PyG's rule: the targets are the first
+            sources, as in a sampled batch whose next-layer nodes are a prefix).
         bias: learnable ``bias``.  ``edge_dim``: size of edge features used in
             the attention (``lin_edge``, ``att_edge``); ``fill_value`` gives added
             self-loops their edge features: ``"mean"`` / ``"add"`` (``"sum"``) of
@@ -189,11 +191,6 @@ class GATConv(Module):
             assert isinstance(x, (tuple, list))
             if len(x) != 2:
                 raise ValueError("GATConv: bipartite input must be a pair (x_src, x_dst)")
-            if self.add_self_loops:
-                raise ValueError(
-                    "GATConv: add_self_loops=True is not supported for bipartite (x_src, x_dst) "
-                    "input (source and target nodes differ); construct the layer with "
-                    "add_self_loops=False")
             x_src = self._check_x(x[0], in_src, "x_src")
             x_dst = None if x[1] is None else self._check_x(x[1], in_dst, "x_dst")
         else:
@@ -309,11 +306,14 @@ class GATConv(Module):
                              f"per edge of edge_index), got {edge_attr.shape}")
         if loops is not None:
             attr = index_select(attr, loops.kept)
-            n = loops.num_loops
-            if isinstance(self.fill_value, str):  # the kept edges' targets: n == num_dst
-                fill = index_add(attr, loops.kept_dst, n)
+            n = loops.num_loops  # min(num_src, num_dst): the first n targets get a loop
+            if isinstance(self.fill_value, str):  # over the kept edges' targets
+                nd = loops.kept_dst.num_rows
+                fill = index_add(attr, loops.kept_dst, nd)
                 if self.fill_value == "mean":
                     fill = fill * _col(1.0 / np.maximum(loops.kept_dst.counts(), 1), attr)
+                if n < nd:
+                    fill = fill[:n]
             else:
                 fill = full((n, D), float(self.fill_value), dtype=attr.dtype)
             attr = concat([attr, fill], 0)

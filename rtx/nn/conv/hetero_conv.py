@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ...data.naming import edge_module_key
 from ...functional import concat, maximum, minimum
@@ -30,7 +30,10 @@ class HeteroConv(Module):
 
     A relation whose source and destination type are the same gets
     ``x_dict[src]``; any other gets ``(x_dict[src], x_dict[dst])`` (``x_dict[dst]``
-    may be absent: ``None``).  Sub-layers live in ``convs`` under
+    may be absent: ``None``).  ``x_dict`` may also be a pair of dicts
+    ``(x_src_dict, x_dst_dict)`` (DGL's ``HeteroGraphConv`` on a block): every
+    relation then gets ``(x_src_dict[src], x_dst_dict[dst])``, e.g. a sampled
+    layer's targets as the first rows of its sources.  Sub-layers live in ``convs`` under
     ``"<src___relation___dst>"`` keys, as in PyG's state_dict.  A bipartite relation's
     layer must not add self-loops (``ValueError``, as PyG).
     """
@@ -58,9 +61,12 @@ class HeteroConv(Module):
         self.aggr = aggr
         self._edge_keys = list(mods)  # the checked keys, in edge_types' order
 
-    def forward(self, x_dict: Mapping[str, Tensor], edge_index_dict: Mapping[EdgeType, Any],
+    def forward(self, x_dict: Mapping[str, Tensor] | tuple[Mapping[str, Tensor],
+                                                             Mapping[str, Tensor]],
+                edge_index_dict: Mapping[EdgeType, Any],
                 **kwargs_dict: Mapping[EdgeType, Any]) -> dict[str, Tensor]:
-        """``x_dict``: node type -> features; ``edge_index_dict``: edge type -> edges.
+        """``x_dict``: node type -> features (or a pair of such dicts: sources,
+        targets); ``edge_index_dict``: edge type -> edges.
         Relations absent from ``edge_index_dict`` are skipped.  Extra per-relation
         arguments come as ``<name>_dict={edge_type: value}`` (e.g.
         ``edge_attr_dict``).  Returns destination node type -> combined output."""
@@ -68,15 +74,21 @@ class HeteroConv(Module):
             if not k.endswith("_dict"):
                 raise ValueError(f"HeteroConv: keyword arguments must end with '_dict' "
                                  f"(got {k!r})")
+        pair = isinstance(x_dict, (tuple, list))
+        if pair and not (len(x_dict) == 2 and all(isinstance(d, Mapping) for d in x_dict)):
+            raise TypeError("HeteroConv: x_dict must be a dict node type -> features or a "
+                            "pair of such dicts (sources, targets)")
+        x_src, x_dst = (cast(tuple[Mapping[str, Tensor], Mapping[str, Tensor]], x_dict) if pair
+                        else (cast(Mapping[str, Tensor], x_dict),) * 2)
         out: dict[str, list[Tensor]] = {}
         for et, key in zip(self.edge_types, self._edge_keys, strict=True):
             if et not in edge_index_dict:
                 continue
             src, _, dst = et
-            if src not in x_dict:
+            if src not in x_src:
                 raise ValueError(f"HeteroConv: no features for node type {src!r} (source of "
-                                 f"{et!r}); x_dict has {sorted(x_dict)}")
-            x: Any = x_dict[src] if src == dst else (x_dict[src], x_dict.get(dst))
+                                 f"{et!r}); x_dict has {sorted(x_src)}")
+            x: Any = (x_src[src], x_dst.get(dst)) if pair or src != dst else x_src[src]
             kwargs = {k[:-5]: v[et] for k, v in kwargs_dict.items() if et in v}
             out.setdefault(dst, []).append(self.convs[key](x, edge_index_dict[et],
                                                                       **kwargs))

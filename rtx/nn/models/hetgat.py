@@ -259,13 +259,16 @@ class HetGAT(Module):
 
         ``num_sampled_nodes_dict`` / ``num_sampled_edges_dict`` (a sampled batch's
         ``num_sampled_nodes`` per node type, ``num_sampled_edges`` per edge type,
-        both given or neither): layer ``l`` of ``L`` then runs only on the nodes of
-        hops ``0 .. L - l`` and the edges of the first ``L - l`` hops (PyG's
-        ``trim_to_layer``; DGL's blocks do the same), since the rows beyond them are
-        not needed by the seeds: the last layer computes the target rows of hops 0
-        and 1 from the seeds' in-edges only.  The seeds' logits (the first
-        ``batch_size`` rows) are those of the untrimmed forward; the other rows
-        are not the batch's graph's outputs and must not be used."""
+        both given or neither): layer ``l`` of ``L`` then reads the nodes of hops
+        ``0 .. L - l`` over the edges of the first ``L - l`` hops and computes
+        outputs for the nodes of hops ``0 .. L - l - 1`` only (DGL's blocks; PyG's
+        ``trim_to_layer`` trims the sources the same way but keeps one hop more of
+        outputs), since no later layer reads the others: the targets are the
+        first rows of the sources (a sampler's layout), each relation's layer
+        gets the pair ``(sources, targets)`` (``HeteroConv``'s pair input; a
+        same-type relation's self-loops cover the targets), and the last layer
+        computes the seeds only.  The result is then the seeds' logits
+        (``batch_size`` rows), those of the untrimmed forward."""
         x_dict = self._inputs(x_dict, n_id_dict)
         for nt in self.node_types:
             x = x_dict[nt]
@@ -300,12 +303,19 @@ class HetGAT(Module):
                               num_sampled_edges_dict)
         h: Mapping[str, Tensor] = x_dict
         for layer, (conv, layer_edges) in enumerate(zip(self.convs, per_layer, strict=True)):
-            if hops is not None and layer:
-                used = {et: layer_edges[et] for et in self.layer_edge_types[layer]}
-                h, layer_edges = self._trim(len(self.convs) - layer, h, used, *hops)
-            if self.dropout and self.training:
-                h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
-            h = {nt: F.elu(v) for nt, v in conv(h, layer_edges).items()}
+            x_in: Any
+            if hops is not None:
+                rels = self.layer_edge_types[layer]
+                used = {et: layer_edges[et] for et in rels}
+                h, h_dst, layer_edges = self._trim(len(self.convs) - layer, h, used,
+                                                   {d for _, _, d in rels}, *hops,
+                                                   self.dropout if self.training else 0.0)
+                x_in = (h, h_dst)
+            else:
+                if self.dropout and self.training:
+                    h = {nt: F.dropout(v, self.dropout, True) for nt, v in h.items()}
+                x_in = h
+            h = {nt: F.elu(v) for nt, v in conv(x_in, layer_edges).items()}
         return self.lin(h[self.target])
 
     def _hops(self, x_dict: Mapping[str, Tensor], edges: Mapping[EdgeType, EdgeIndex],
@@ -352,29 +362,34 @@ class HetGAT(Module):
 
     @staticmethod
     def _trim(keep: int, h: Mapping[str, Tensor], edges: Mapping[EdgeType, EdgeIndex],
-              rows: Mapping[str, np.ndarray], upto: Mapping[EdgeType, np.ndarray]
-              ) -> tuple[dict[str, Tensor], dict[EdgeType, EdgeIndex]]:
-        """The nodes of hops ``0 .. keep`` and the edges of the first ``keep`` hops.
-        A sampler's edges come hop by hop (PyG's layout), so they are prefixes; an
+              dst_types: set[str], rows: Mapping[str, np.ndarray],
+              upto: Mapping[EdgeType, np.ndarray], dropout: float
+              ) -> tuple[dict[str, Tensor], dict[str, Tensor], dict[EdgeType, EdgeIndex]]:
+        """A layer's sources (the nodes of hops ``0 .. keep``, after ``dropout``),
+        its targets (the first rows of those: hops ``0 .. keep - 1``, for the
+        types in ``dst_types``) and its edges (those of the first ``keep`` hops,
+        ``EdgeIndex.trim``: no copy, no second check of what did not shrink).  A
+        sampler's edges come hop by hop (PyG's layout), so they are prefixes; an
         edge reaching beyond the kept nodes means they do not, and is refused."""
-        out = {nt: v if v.shape[0] == rows[nt][keep] else v[: int(rows[nt][keep])]
-               for nt, v in h.items()}
+
+        def first(v: Tensor, n: int) -> Tensor:
+            return v if v.shape[0] == n else v[:n]
+
+        src = {nt: first(v, int(rows[nt][keep])) for nt, v in h.items()}
+        if dropout:
+            src = {nt: F.dropout(v, dropout, True) for nt, v in src.items()}
+        dst = {nt: first(src[nt], int(rows[nt][keep - 1])) for nt in dst_types}
         trimmed = {}
         for et, ei in edges.items():
             s, _, d = et
-            m = int(upto[et][keep - 1])
-            ns, nd = int(rows[s][keep]), int(rows[d][keep])
-            if m == ei.num_edges and (ns, nd) == (ei.num_src, ei.num_dst):
-                trimmed[et] = ei
-                continue
             try:
-                trimmed[et] = EdgeIndex(np.stack([ei.src.indices[:m], ei.dst.indices[:m]]),
-                                        ns, nd)
-            except IndexError:
+                trimmed[et] = ei.trim(int(upto[et][keep - 1]), int(rows[s][keep]),
+                                      int(rows[d][keep - 1]))
+            except ValueError:
                 raise ValueError(f"HetGAT: the edges of {et!r} are not in hop order (an edge "
                                  f"of the first {keep} hops reaches a node beyond them): "
                                  "num_sampled_* describe a sampler's batch layout") from None
-        return out, trimmed
+        return src, dst, trimmed
 
     def _edges(self, et: EdgeType, edge_index_dict: Mapping[EdgeType, Any],
                x_dict: Mapping[str, Tensor]) -> EdgeIndex:
