@@ -29,6 +29,7 @@ cdef Py_ssize_t SEGMENT_PARALLEL_MIN = 256 << 10
 
 
 def set_segment_parallel_min(Py_ssize_t nbytes):
+    #: -> int
     """Bytes from which segment/message kernels use threads; returns the old
     value (for tests and benchmarks: results never depend on it)."""
     global SEGMENT_PARALLEL_MIN

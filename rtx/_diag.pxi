@@ -19,11 +19,13 @@ cdef inline void _mark_seen() noexcept nogil:
 
 
 def last_kernel_thread_ids():
+    #: -> list[int]
     """Sorted OpenMP thread ids that worked in the last gather/scatter kernel call."""
     return [i for i in range(256) if _seen[i]]
 
 
 def parallel_thread_ids(Py_ssize_t n, int num_threads):
+    #: -> int
     """Distinct OpenMP thread ids seen by a ``prange`` over ``n`` items.
 
     Proves parallelism without timing: with OpenMP on and ``num_threads > 1``

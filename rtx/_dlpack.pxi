@@ -173,11 +173,18 @@ cdef enum:
 cdef enum:
     DLPACK_MAJOR = 1
     DLPACK_MINOR = 0
+#: Final[tuple[int, int]]
 DLPACK_VERSION = (DLPACK_MAJOR, DLPACK_MINOR)
+#: Final[tuple[int, int]]
 DLPACK_CPU_DEVICE = (1, 0)    # (kDLCPU, device 0)
 
 
+#: stub
+#: class _DLPackStats(TypedDict):
+#:     exported: int
+#:     deleted: int
 def dlpack_stats():
+    #: -> _DLPackStats
     """Capsules exported so far and deleter calls so far (for ownership tests).
 
     ``exported - deleted`` is the number of exports whose memory a consumer
@@ -270,6 +277,11 @@ cdef bint _reversed(arr):
 
 def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
                   bint copied=False):
+    #: -> Any
+    #: arr: npt.NDArray[Any]
+    #: max_version: tuple[int, int] | None
+    #: dl_device: tuple[int, int] | None
+    #: copy: bool | None
     """A DLPack capsule for the numpy array ``arr`` (the body of ``Tensor.__dlpack__``).
 
     ``copied`` says that ``arr`` is already a private copy (a backend whose
@@ -394,6 +406,8 @@ def dlpack_export(arr, stream=None, max_version=None, dl_device=None, copy=None,
 
 
 def dlpack_capsule_state(capsule):
+    #: -> Literal["unused", "used", "other"]
+    #: capsule: object
     """``"unused"``, ``"used"`` or ``"other"``: whether a consumer took ``capsule`` (tests)."""
     for name in (b"dltensor", b"dltensor_versioned"):
         if PyCapsule_IsValid(capsule, name):

@@ -135,8 +135,15 @@ cdef enum:
 # is a truth value).  The one table of what the evaluator computes: the CPU
 # backend's fixed programs and Fusion (which ops it records, their arity,
 # which take a parameter, which give a bool) are built from it.
+#: stub
+#: class FusedOp(NamedTuple):
+#:     opcode: int
+#:     arity: int
+#:     immediate: bool
+#:     predicate: bool
 FusedOp = _namedtuple_fx("FusedOp", ("opcode", "arity", "immediate", "predicate"))
 
+#: Final[dict[str, FusedOp]]
 FUSED_OPS = {
     "copy": FusedOp(FX_COPY, 1, False, False), "neg": FusedOp(FX_NEG, 1, False, False),
     "exp": FusedOp(FX_EXP, 1, False, False), "log": FusedOp(FX_LOG, 1, False, False),
@@ -489,6 +496,13 @@ cdef tuple _fx_extent(cnp.ndarray a):
 
 def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,
                tuple shape, int num_threads=1, Py_ssize_t block=2048):
+    #: prog: npt.ArrayLike
+    #: inputs: list[_Real]
+    #: consts: npt.ArrayLike
+    #: imms: npt.ArrayLike
+    #: outputs: list[_Real]
+    #: out_regs: npt.ArrayLike
+    #: shape: tuple[int, ...]
     """Run a fused elementwise program (see the top of ``_fused.pxi``).
 
     ``inputs``: arrays of the program's dtype (float32 or float64), each
@@ -723,11 +737,13 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
 
 
 def get_fused_parallel_min():
+    #: -> int
     """Elements below which a fused call runs on one thread."""
     return FUSED_PARALLEL_MIN
 
 
 def set_fused_parallel_min(Py_ssize_t n):
+    #: -> int
     """Set the fused kernels' parallel threshold (elements); returns the old one."""
     global FUSED_PARALLEL_MIN
     if n < 0:

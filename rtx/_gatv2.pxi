@@ -404,6 +404,7 @@ def gatv2_scores_csr(const real[:, ::1] xl, const real[:, ::1] xr, const real[:,
 
 
 def gatv2_att_chunks(Py_ssize_t E, Py_ssize_t N):
+    #: -> int
     """How many grad_att partial rows ``gatv2_bwd_dst`` fills for E edges over N
     targets (a function of the data size only)."""
     cdef Py_ssize_t n = (E + N) // GATV2_ATT_CHUNK_WORK

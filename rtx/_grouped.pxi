@@ -23,6 +23,7 @@ cdef Py_ssize_t GROUPED_PARALLEL_MIN = 256 << 10
 
 
 def set_grouped_parallel_min(Py_ssize_t nbytes):
+    #: -> int
     """Bytes (rows * (K + M) * itemsize) from which the grouped matmul uses
     threads; returns the old value (tests and benchmarks: results never depend
     on it)."""

@@ -41,6 +41,7 @@ cdef int CSR_MIN_THREADS = 8
 # Bytes of a thread's column block from which COLS replaces ROWS.
 cdef Py_ssize_t COLS_MIN_BLOCK_BYTES = 4096
 
+#: Final[dict[str, int]]
 SCATTER_STRATEGIES = {"auto": 0, "serial": 1, "rows": 2, "csr": 3, "cols": 4}
 cdef enum:
     S_AUTO = 0
@@ -52,6 +53,7 @@ cdef enum:
 
 
 def set_gather_stream_min(Py_ssize_t nbytes):
+    #: -> int
     """Output size (bytes) from which gathers use non-temporal stores; returns the old one."""
     global GATHER_STREAM_MIN
     old = GATHER_STREAM_MIN
@@ -62,6 +64,7 @@ def set_gather_stream_min(Py_ssize_t nbytes):
 
 
 def get_parallel_thresholds():
+    #: -> dict[str, int]
     """The serial/parallel cut-overs: bytes moved per call (``gather``,
     ``scatter``) and the narrowest row (bytes) a scatter parallelises."""
     return {"gather": GATHER_PARALLEL_MIN, "scatter": SCATTER_PARALLEL_MIN,
@@ -69,6 +72,10 @@ def get_parallel_thresholds():
 
 
 def set_parallel_thresholds(gather=None, scatter=None, scatter_min_row_bytes=None):
+    #: -> dict[str, int]
+    #: gather: int | None
+    #: scatter: int | None
+    #: scatter_min_row_bytes: int | None
     """Tune the serial/parallel cut-overs (see ``get_parallel_thresholds``).
 
     For benchmarks and tests; results never depend on them.  Returns the
@@ -91,6 +98,7 @@ def set_parallel_thresholds(gather=None, scatter=None, scatter_min_row_bytes=Non
 
 
 def first_out_of_bounds(const index_t[::1] idx, Py_ssize_t n):
+    #: -> int
     """Position of the first index outside ``[0, n)``, or -1 when all are valid.
 
     Scans blocks with a branch-free (vectorisable) test and locates the bad
@@ -311,12 +319,14 @@ cdef int _last_strategy = S_AUTO
 
 
 def last_scatter_strategy():
+    #: -> Literal["auto", "serial", "rows", "csr", "cols"]
     """Name of the strategy the last ``scatter_add_rows`` call ran ("auto" before any)."""
     return _STRATEGY_NAMES[_last_strategy]
 
 
 def scatter_strategy_for(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
                          int num_threads):
+    #: -> Literal["serial", "rows", "csr", "cols"]
     """Name of the strategy auto dispatch picks for ``E`` source rows, ``N``
     destination rows of ``F`` items of ``itemsize`` bytes and a team of ``num_threads``."""
     cdef int T = _clamp_threads(num_threads)
@@ -326,6 +336,7 @@ def scatter_strategy_for(Py_ssize_t E, Py_ssize_t N, Py_ssize_t F, Py_ssize_t it
 
 
 def scatter_dispatch_constants():
+    #: -> tuple[int, int]
     """``(COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS)``: auto dispatch's fixed cut-overs."""
     return COLS_MIN_BLOCK_BYTES, CSR_MIN_THREADS
 

@@ -41,6 +41,7 @@ cdef int64_t NEG_BITMAP_MAX = 1 << 27
 
 
 def set_negative_bitmap_max(int64_t n):
+    #: -> int
     """Set the largest population sampled with a bitmap (tests compare both paths);
     returns the previous value."""
     global NEG_BITMAP_MAX
@@ -160,6 +161,7 @@ cdef void _neg_select(const int64_t* ex, Py_ssize_t E, int64_t population, int64
 
 def negative_codes(const int64_t[::1] existing, int64_t population, int64_t k,
                    uint64_t seed):
+    #: -> npt.NDArray[np.int64]
     """``k`` distinct codes in ``[0, population)`` not in ``existing`` (sorted,
     distinct, in range), uniformly at random from ``seed``: an int64 array of ``k``."""
     cdef Py_ssize_t E = existing.shape[0], i

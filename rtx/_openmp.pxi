@@ -25,15 +25,18 @@ cdef extern from *:
 
 
 def openmp_enabled():
+    #: -> bool
     """True when the extension was compiled with OpenMP."""
     return bool(RTX_OPENMP_ENABLED)
 
 
 def omp_max_threads():
+    #: -> int
     """OpenMP's own default team size (1 in the serial build)."""
     return rtx_omp_max_threads()
 
 
 def build_cflags():
+    #: -> str
     """The compiler flags the extension was built with."""
     return RTX_BUILD_CFLAGS.decode()

@@ -115,6 +115,7 @@ cdef int64_t SAMPLE_MAX_FANOUT = 2147483647
 
 
 def set_sample_parallel_min(Py_ssize_t pairs):
+    #: -> int
     """(relation, frontier node) pairs per hop from which the sampler uses threads
     (and 64 times as many edges per batch for filling the outputs); returns the old
     value (for tests and benchmarks: samples never depend on it)."""
@@ -613,6 +614,10 @@ cdef _new_i64(Py_ssize_t n, int64_t** out):
     return _np_sample.ndarray((n,), _np_sample.int64, mem)
 
 
+#: stub
+#: _SampleResult = tuple[
+#:     list[_I64], list[_I64], list[_I64], list[_I64], list[_I64], _I64, _I64, list[_I64] | None
+#: ]
 cdef class HeteroSamplerKernel:
     """The graph side of ``rtx.loader.NeighborSampler`` (see the top of
     ``_sample.pxi``).  ``ptrs[j]`` / ``cols[j]``: relation j's destination-grouped
@@ -642,6 +647,13 @@ cdef class HeteroSamplerKernel:
 
     def __cinit__(self, num_nodes, rel_src, rel_dst, list ptrs, list cols, fanouts,
                   bint replace, list eperms=None):
+        #: num_nodes: npt.ArrayLike
+        #: rel_src: npt.ArrayLike
+        #: rel_dst: npt.ArrayLike
+        #: ptrs: list[_I64]
+        #: cols: list[_Index]
+        #: fanouts: npt.ArrayLike
+        #: eperms: list[_I64] | None
         cdef const int64_t[::1] nn = _np_sample.ascontiguousarray(num_nodes, _np_sample.int64)
         cdef const int64_t[::1] rs = _np_sample.ascontiguousarray(rel_src, _np_sample.int64)
         cdef const int64_t[::1] rd = _np_sample.ascontiguousarray(rel_dst, _np_sample.int64)
@@ -779,14 +791,17 @@ cdef class HeteroSamplerKernel:
 
     @property
     def num_hops(self):
+        #: -> int
         return self.L
 
     @property
     def has_edge_ids(self):
+        #: -> bool
         return self.eperms != NULL
 
     @property
     def num_map_sets(self):
+        #: -> int
         """Global -> local map sets allocated so far (one per concurrent call)."""
         return len(self._pool)
 
@@ -802,6 +817,9 @@ cdef class HeteroSamplerKernel:
 
     def sample(self, seeds, seed_types, uint64_t seed, uint64_t epoch,
                uint64_t batch, int num_threads):
+        #: -> _SampleResult
+        #: seeds: list[_I64] | _I64
+        #: seed_types: list[int] | int
         """Sample one batch from the seeds ``seeds[k]`` (int64) of node type
         ``seed_types[k]`` (lists; distinct types; together at least one seed): all
         of them are hop 0's frontier.  One array and one int: a single seed type.

@@ -587,6 +587,7 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
 
 
 def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint backward):
+    #: -> bool
     """Whether the entry-order kernel is the faster one for rows of ``H``
     items of ``itemsize`` bytes on ``num_threads`` (the results are equal).
     Each of its threads scans every index, so it is for small teams only."""

@@ -34,6 +34,7 @@ cdef class IndexSnapshot:
 
     @property
     def nbytes(self):
+        #: -> int
         return self._st.nbytes
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
@@ -84,6 +85,7 @@ cdef Py_ssize_t _copy_check(const index_t* src, index_t* dst, Py_ssize_t m,
 
 
 def snapshot_indices(const index_t[::1] idx, Py_ssize_t n):
+    #: -> tuple[_Index, int]
     """``(snap, bad)``: a private read-only copy of ``idx`` (a numpy array over an
     ``IndexSnapshot``) and the first position of the copy outside ``[0, n)``,
     or -1.  The check reads the copy, never ``idx`` again.  ``n < 0``: copy
@@ -106,6 +108,8 @@ def snapshot_indices(const index_t[::1] idx, Py_ssize_t n):
 
 
 def is_index_snapshot(arr):
+    #: -> bool
+    #: arr: object
     """True when ``arr`` is a C-contiguous int32/int64 numpy array whose memory
     is an ``IndexSnapshot`` (immutable: safe to read without copying)."""
     if type(arr) is not _np_snap.ndarray or arr.ndim != 1 or not arr.flags.c_contiguous:
@@ -117,6 +121,9 @@ def is_index_snapshot(arr):
 
 
 def memeq(a, b):
+    #: -> bool
+    #: a: npt.NDArray[Any]
+    #: b: npt.NDArray[Any]
     """Whether two C-contiguous numpy arrays of one dtype and shape hold the same
     bytes (``memcmp`` without the GIL; for index arrays: value equality).
 

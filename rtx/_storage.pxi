@@ -199,7 +199,20 @@ import atexit as _atexit  # noqa: E402
 _atexit.register(_release_cache_at_exit)
 
 
+#: stub
+#: class _MemoryStats(TypedDict):
+#:     current_bytes: int
+#:     peak_bytes: int
+#:     allocations: int
+#:     frees: int
+#:     cache_hits: int
+#:     cached_bytes: int
+#:     cache_limit: int
+#:     system_allocations: int
+#:     system_frees: int
+#:     hugepage_hints: int
 def memory_stats():
+    #: -> _MemoryStats
     """Counters of rtx's allocator.
 
     ``current_bytes`` / ``peak_bytes`` count bytes held by live storages
@@ -244,6 +257,7 @@ def set_cache_limit(Py_ssize_t nbytes):
 
 
 def get_cache_limit():
+    #: -> int
     return _cache_limit
 
 
@@ -284,6 +298,7 @@ cdef class Storage:
 
     @property
     def address(self):
+        #: -> int
         """The block's address (for tests and DLPack; never free it)."""
         return <uintptr_t>self.ptr
 

@@ -6,7 +6,9 @@ fused opcodes and parameter defaults are written once."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -18,6 +20,9 @@ from rtx._autodiff.ops import OPS
 from rtx._autodiff.ops.base import EMPTY, KINDS, parse_signature
 
 PKG = Path(rtx.__file__).resolve().parent
+# The checkout whose .pxi files the kernel stub is generated from (wheel test runs
+# copy only tests/: no tools/ there, the check skips; see test_wheel_contents.py).
+SOURCE = Path(os.environ.get("RTX_SOURCE_TREE") or Path(__file__).resolve().parents[2])
 DECLARED = [op for op in OPS.values() if op.signature is not None]
 
 
@@ -114,6 +119,21 @@ def test_stubs_are_up_to_date():
     for path, text in ((PKG / "_faces.pyi", _faces.stub_text()),
                        (PKG / "nn" / "_faces.pyi", _faces.nn_stub_text())):
         assert path.read_text() == text, f"{path.name} is stale: run python tools/gen_faces.py"
+
+
+@pytest.mark.skipif(not (SOURCE / "tools" / "kernel_stubs.py").is_file(),
+                    reason="no rtx source tree (the .pxi files) to generate from")
+def test_kernel_stub_is_up_to_date():
+    """rtx/_kernels.pyi is what `python tools/gen_faces.py` writes from the .pxi sources
+    (tests/project/test_kernel_stubs.py tests the generator itself)."""
+    spec = importlib.util.spec_from_file_location("kernel_stubs",
+                                                  SOURCE / "tools" / "kernel_stubs.py")
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    path = SOURCE / "rtx" / "_kernels.pyi"
+    assert path.read_text() == gen.stub_text(str(SOURCE)), \
+        "rtx/_kernels.pyi is stale: run python tools/gen_faces.py"
 
 
 def test_binary_faces_take_the_tensor_from_either_side():
