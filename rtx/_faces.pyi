@@ -9,9 +9,9 @@ from .tensor import Tensor
 __all__ = [
     'relu', 'leaky_relu', 'elu', 'gelu', 'sigmoid', 'tanh', 'softmax', 'log_softmax', 'add',
     'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'neg', 'exp', 'erf', 'log', 'sqrt',
-    'abs', 'sign', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'gatv2_scores', 'segment_matmul',
-    'index_select', 'index_add', 'segment_sum', 'message_passing', 'sum', 'mean',
-    'segment_softmax', 'segment_mean', 'segment_max', 'segment_min',
+    'abs', 'sign', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'gatv2_scores', 'head_dot',
+    'segment_matmul', 'index_select', 'index_add', 'segment_sum', 'message_passing', 'sum',
+    'mean', 'segment_softmax', 'segment_mean', 'segment_max', 'segment_min',
 ]
 
 NN_FUNCTIONAL: dict[str, Any]
@@ -127,6 +127,7 @@ def gatv2_scores(
     negative_slope: float,
     xe: Any = None,
 ) -> Tensor: ...
+def head_dot(input: Any, att: Any) -> Tensor: ...
 def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def index_select(x: Any, indices: Any) -> Tensor: ...
 def index_add(src: Any, indices: Any, num_rows: int) -> Tensor: ...

@@ -1,5 +1,6 @@
 # Fused GATv2 attention scores and their gradients, never forming the
-# (E, H, C) per-edge sum that PyG's GATv2Conv materialises.
+# (E, H, C) per-edge sum that PyG's GATv2Conv materialises; and GAT's per-head
+# attention dot (head_dot_rows / head_dot_backward, at the end of the file).
 #
 #   z[e, h, c]   = xl[src[e], h, c] + xr[dst[e], h, c] (+ xe[e, h, c])
 #   score[e, h]  = sum_c att[h, c] * lrelu(z[e, h, c])
@@ -526,3 +527,157 @@ def gatv2_bwd_src(const real[:, ::1] grad, const real[:, ::1] xl, const real[:, 
         rc = _csr_parallel(_gatv2_bwd_src_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
     if rc != 0:
         raise MemoryError("gatv2_bwd_src: out of memory")
+
+
+# ------------------------------------------------------------------ head_dot
+# out[n, h] = sum_c x[n, h, c] * att[h, c]: GAT's per-node attention logits from
+# the transformed features (PyG's ``(x * att).sum(-1)``), one pass over x and no
+# [N, H, C] product.  Rows are cut into chunks of HEAD_DOT_CHUNK_ROWS (from the
+# data size alone); each row is written by one thread, and grad_att's partial
+# sums are one float64 row per chunk, added in chunk order by the caller, so the
+# bits never depend on the thread count.
+
+cdef enum:
+    HEAD_DOT_CHUNK_ROWS = 2048
+
+
+def head_dot_chunks(Py_ssize_t N):
+    #: -> int
+    """Rows of the grad_att partials ``head_dot_backward`` fills for N rows."""
+    if N <= 0:
+        return 1
+    return (N + HEAD_DOT_CHUNK_ROWS - 1) // HEAD_DOT_CHUNK_ROWS
+
+
+cdef void _head_dot_rows(const real* x, const real* att, real* out, Py_ssize_t H,
+                         Py_ssize_t C, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    cdef Py_ssize_t r, h, c
+    cdef real s
+    cdef const real* xr
+    cdef const real* ah
+    for r in range(r0, r1):
+        xr = x + r * H * C
+        for h in range(H):
+            ah = att + h * C
+            s = 0
+            for c in range(C):
+                s = s + xr[h * C + c] * ah[c]
+            out[r * H + h] = s
+
+
+cdef void _head_dot_bwd_rows(const real* g, const real* x, const real* att, real* gx,
+                             bint need_x, double* part, bint need_att, Py_ssize_t H,
+                             Py_ssize_t C, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+    """Rows [r0, r1): grad_x (need_x) and, into ``part`` (one chunk's H*C float64
+    sums, zeroed here), sum of g[n, h] * x[n, h, c] in increasing row order."""
+    cdef Py_ssize_t r, h, c, F = H * C
+    cdef real gv
+    cdef double gd
+    cdef const real* xr
+    cdef real* gr
+    if need_att:
+        memset(part, 0, <size_t>F * sizeof(double))
+    for r in range(r0, r1):
+        xr = x + r * F
+        for h in range(H):
+            gv = g[r * H + h]
+            if need_x:
+                gr = gx + r * F + h * C
+                for c in range(C):
+                    gr[c] = gv * att[h * C + c]
+            if need_att:
+                gd = gv
+                for c in range(C):
+                    part[h * C + c] += gd * xr[h * C + c]
+
+
+cdef int _head_dot_threads(int num_threads, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
+                           Py_ssize_t nchunks):
+    if N * F * itemsize < SEGMENT_PARALLEL_MIN or nchunks <= 1:
+        return 1
+    return _team_size(num_threads, nchunks)
+
+
+def head_dot_rows(const real[:, ::1] x, const real[:, ::1] att, real[:, ::1] out,
+                  int num_threads):
+    """``out[n, h] = sum_c x[n, h*C + c] * att[h, c]``: x (N, H*C), att (H, C), out
+    (N, H); c in increasing order."""
+    cdef Py_ssize_t N = x.shape[0]
+    cdef Py_ssize_t H = att.shape[0]
+    cdef Py_ssize_t C = att.shape[1]
+    cdef Py_ssize_t ch, r0, r1, nch
+    cdef int T
+    if x.shape[1] != H * C or out.shape[0] != N or out.shape[1] != H:
+        raise ValueError("head_dot_rows: x must be (N, H*C), att (H, C) and out (N, H)")
+    _reset_seen()
+    if N == 0 or H == 0:
+        return
+    if C == 0:
+        out[:, :] = 0
+        return
+    nch = head_dot_chunks(N)
+    T = _head_dot_threads(num_threads, N, H * C, sizeof(real), nch)
+    with nogil:
+        if T <= 1:
+            _mark_seen()
+            _head_dot_rows(&x[0, 0], &att[0, 0], &out[0, 0], H, C, 0, N)
+        else:
+            for ch in prange(nch, num_threads=T, schedule="static"):
+                _mark_seen()
+                r0 = ch * HEAD_DOT_CHUNK_ROWS
+                r1 = r0 + HEAD_DOT_CHUNK_ROWS
+                if r1 > N:
+                    r1 = N
+                _head_dot_rows(&x[0, 0], &att[0, 0], &out[0, 0], H, C, r0, r1)
+
+
+def head_dot_backward(const real[:, ::1] grad, const real[:, ::1] x, const real[:, ::1] att,
+                      real[:, ::1] grad_x, bint need_x, double[:, ::1] att_part,
+                      bint need_att, int num_threads):
+    """``grad_x[n, h*C + c] = grad[n, h] * att[h, c]`` (need_x; (N, H*C)) and, when
+    need_att, ``att_part`` (float64, head_dot_chunks(N) rows of H*C): per chunk of
+    rows the sum of grad[n, h] * x[n, h*C + c], to be added up in row order by the
+    caller."""
+    cdef Py_ssize_t N = x.shape[0]
+    cdef Py_ssize_t H = att.shape[0]
+    cdef Py_ssize_t C = att.shape[1]
+    cdef Py_ssize_t F = H * C
+    cdef Py_ssize_t ch, r0, r1, nch = head_dot_chunks(x.shape[0])
+    cdef int T
+    if x.shape[1] != F or grad.shape[0] != N or grad.shape[1] != H:
+        raise ValueError("head_dot_backward: grad must be (N, H), x (N, H*C), att (H, C)")
+    if need_x and (grad_x.shape[0] != N or grad_x.shape[1] != F):
+        raise ValueError("head_dot_backward: grad_x must be (N, H*C)")
+    if need_att and (att_part.shape[0] != nch or att_part.shape[1] != F):
+        raise ValueError("head_dot_backward: att_part must be (head_dot_chunks(N), H*C)")
+    _reset_seen()
+    if F == 0:
+        return
+    if N == 0:
+        if need_att:
+            att_part[:, :] = 0
+        return
+    T = _head_dot_threads(num_threads, N, F, sizeof(real), nch)
+    with nogil:
+        if T <= 1:
+            _mark_seen()
+            for ch in range(nch):
+                r0 = ch * HEAD_DOT_CHUNK_ROWS
+                r1 = r0 + HEAD_DOT_CHUNK_ROWS
+                if r1 > N:
+                    r1 = N
+                _head_dot_bwd_rows(&grad[0, 0], &x[0, 0], &att[0, 0],
+                                   &grad_x[0, 0] if need_x else NULL, need_x,
+                                   &att_part[ch, 0] if need_att else NULL, need_att,
+                                   H, C, r0, r1)
+        else:
+            for ch in prange(nch, num_threads=T, schedule="static"):
+                _mark_seen()
+                r0 = ch * HEAD_DOT_CHUNK_ROWS
+                r1 = r0 + HEAD_DOT_CHUNK_ROWS
+                if r1 > N:
+                    r1 = N
+                _head_dot_bwd_rows(&grad[0, 0], &x[0, 0], &att[0, 0],
+                                   &grad_x[0, 0] if need_x else NULL, need_x,
+                                   &att_part[ch, 0] if need_att else NULL, need_att,
+                                   H, C, r0, r1)

@@ -201,6 +201,31 @@ def _gatv2_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
         Sample((u(3, 2, 2), big, u(2, 2), Edges(np.zeros((2, 0), np.int64), 3, 2), 0.2)),
     ]
 
+# head_dot: [N, H, C] with [H, C] -> [N, H]
+_HD_X, _HD_A = _GRNG.uniform(-1, 1, (5, 2, 3)), _GRNG.uniform(-1, 1, (2, 3))
+
+
+def _head_dot_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, ga = B.head_dot_backward(f(_HD_X[:, :, 0]), f(_HD_X), f(_HD_A))
+    return B.concat([B.reshape(gx, (30,)), B.reshape(ga, (6,))], 0)
+
+
+def _head_dot_ref(x: np.ndarray, att: np.ndarray) -> np.ndarray:
+    return (x * att).sum(-1).astype(x.dtype)
+
+
+def _head_dot_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    return [
+        Sample((u(5, 2, 3), u(2, 3))),
+        Sample((u(1, 1, 1), u(1, 1))),
+        Sample((u(0, 3, 2), u(3, 2))),
+        Sample((u(3, 4, 17), u(4, 17))),
+        Sample((u(4200, 2, 3), u(2, 3)), grad=False),   # three chunks of rows
+    ]
+
+
 def _segment_matmul_ref(x: np.ndarray, index: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("nk,nkm->nm", x, w[index]).astype(x.dtype).reshape(x.shape[0], w.shape[2])
 
@@ -854,6 +879,23 @@ OPS: list[OpInfo] = [
                        0.2), IndexError))),
     OpInfo("gatv2_scores_backward", "gatv2", differentiable=False,
            backend_call=_gatv2_backward),
+    OpInfo("head_dot", "gatv2",
+           backend_call=lambda B, f: B.head_dot(f(_HD_X), f(_HD_A)),
+           kind="sampled", call=rtx.head_dot, ref=_head_dot_ref, samples=_head_dot_samples,
+           errors=(_E("ndim", lambda t: rtx.head_dot(t, t[0]), ValueError,
+                      r"input must be \[N, H, C\]"),
+                   _E("att", lambda t: rtx.head_dot(t.reshape(2, 3, -1), t[0]), ValueError,
+                      r"att must be"),
+                   _E("dtype", lambda t: rtx.head_dot(t.reshape(2, 3, -1),
+                                                      t.reshape(2, 3, -1)[0].float()
+                                                      if t.dtype == rtx.float64 else
+                                                      t.reshape(2, 3, -1)[0].double()),
+                      TypeError, "dtype"),
+                   _E("int", lambda t: rtx.head_dot(t.long().reshape(2, 3, -1),
+                                                    t.long().reshape(2, 3, -1)[0]),
+                      TypeError, "float"))),
+    OpInfo("head_dot_backward", "gatv2", differentiable=False,
+           backend_call=_head_dot_backward),
     # ---------------------------------------------------------------- grouped
     OpInfo("segment_matmul", "grouped",
            backend_call=lambda B, f: B.segment_matmul(f(_SM_X), P4, f(_SM_W)),

@@ -18,6 +18,10 @@ backend.  Neither pass forms the ``[E, H, C]`` per-edge sum: the forward is one
 pass over the target grouping, the backward one over the target grouping
 (``grad_xr``, ``grad_xe``, ``grad_att`` partials) and one over the source
 grouping (``grad_xl``), each recomputing the sum edge by edge.
+
+``head_dot(x, att)``: ``out[n, h] = sum_c x[n, h, c] * att[h, c]``, GAT's
+attention logits per node and head from its transformed features (one pass over
+``x``, no ``[N, H, C]`` product), and its backward pass.
 """
 
 from __future__ import annotations
@@ -26,9 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import gatv2_att_chunks, gatv2_bwd_dst, gatv2_bwd_src, gatv2_scores_csr
+from .._kernels import (
+    gatv2_att_chunks,
+    gatv2_bwd_dst,
+    gatv2_bwd_src,
+    gatv2_scores_csr,
+    head_dot_backward,
+    head_dot_chunks,
+    head_dot_rows,
+)
 from .._threads import get_num_threads
 from ._family import Family, host_body
+from ._host import rows2d
 from .index_plan import EdgeIndex
 from .message import edge_plan
 
@@ -52,14 +65,15 @@ def gatv2_plan(xl: np.ndarray, xr: np.ndarray, att: np.ndarray, edge_index: Any,
     return ei
 
 
-def _rows(a: np.ndarray) -> np.ndarray:
-    """``a`` (rows, H, C) as a C-contiguous (rows, H*C) view (a copy only if needed)."""
-    a = np.ascontiguousarray(a)
-    return a.reshape(a.shape[0], -1)
+def _head_dot_shapes(x: np.ndarray, att: np.ndarray, op: str) -> None:
+    if x.ndim != 3 or att.shape != x.shape[1:] or att.dtype != x.dtype:
+        raise ValueError(f"{op}(): x [N, H, C] and att [H, C] of one dtype do not match: "
+                         f"{x.shape} {x.dtype}, {att.shape} {att.dtype}")
 
 
 class Gatv2Ops(Family):
-    """The fused GATv2 score op and its backward pass, over a checked ``EdgeIndex``."""
+    """The fused GATv2 score op and its backward pass, over a checked ``EdgeIndex``,
+    and GAT's per-head attention dot (``head_dot``)."""
 
     FAMILY = "gatv2"  # its ops: the public methods below (``_family.py``)
 
@@ -69,9 +83,9 @@ class Gatv2Ops(Family):
         ei = gatv2_plan(xl, xr, att, edge_index, xe, "gatv2_scores")
         H = xl.shape[1]
         out = self._host_empty((ei.num_edges, H), xl.dtype)
-        xe2 = _NONE[xl.dtype.char] if xe is None else _rows(xe)
+        xe2 = _NONE[xl.dtype.char] if xe is None else rows2d(xe)
         ptr, perm = ei.dst._grouping()
-        gatv2_scores_csr(_rows(xl), _rows(xr), np.ascontiguousarray(att), ei.src._idx, xe2,
+        gatv2_scores_csr(rows2d(xl), rows2d(xr), np.ascontiguousarray(att), ei.src._idx, xe2,
                          xe is not None, float(negative_slope), perm, ptr, out,
                          get_num_threads())
         return out
@@ -94,8 +108,8 @@ class Gatv2Ops(Family):
         need_xl, need_xr, need_att, need_e = (bool(n) for n in need)
         need_e = need_e and has_e
         g = np.ascontiguousarray(grad)
-        xl2, xr2, att2 = _rows(xl), _rows(xr), np.ascontiguousarray(att)
-        xe2 = _rows(xe) if has_e else none
+        xl2, xr2, att2 = rows2d(xl), rows2d(xr), np.ascontiguousarray(att)
+        xe2 = rows2d(xe) if has_e else none
         src, dst = ei.src._idx, ei.dst._idx  # the plans' private arrays (never handed out)
         T = get_num_threads()
         gxl = gxr = gatt = gxe = None
@@ -106,8 +120,8 @@ class Gatv2Ops(Family):
             part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
                     if need_att else _NONE["d"])
             gatv2_bwd_dst(g, xl2, xr2, att2, src, xe2, has_e, float(negative_slope), perm, ptr,
-                          none if gxr is None else _rows(gxr), need_xr,
-                          none if gxe is None else _rows(gxe), need_e, part, need_att, T)
+                          none if gxr is None else rows2d(gxr), need_xr,
+                          none if gxe is None else rows2d(gxe), need_e, part, need_att, T)
             if need_att:
                 # the chunks (float64 partials) in order: the bits do not depend on
                 # the thread count
@@ -116,5 +130,38 @@ class Gatv2Ops(Family):
             ptr, perm = ei.src._grouping()
             gxl = self._host_empty(xl.shape, xl.dtype)
             gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
-                          _rows(gxl), T)
+                          rows2d(gxl), T)
         return gxl, gxr, gatt, gxe
+
+    @host_body("x", "att")
+    def head_dot(self, x: np.ndarray, att: np.ndarray) -> Any:
+        """``out[n, h] = sum_c x[n, h, c] * att[h, c]``: ``x`` ``[N, H, C]``, ``att``
+        ``[H, C]`` (GAT's attention logits per node and head)."""
+        _head_dot_shapes(x, att, "head_dot")
+        out = self._host_empty((x.shape[0], x.shape[1]), x.dtype)
+        head_dot_rows(rows2d(x), np.ascontiguousarray(att), out, get_num_threads())
+        return out
+
+    @host_body("grad", "x", "att")
+    def head_dot_backward(self, grad: np.ndarray, x: np.ndarray, att: np.ndarray,
+                          need: tuple[bool, bool] = (True, True)) -> tuple[Any, Any]:
+        """``(grad_x, grad_att)``: ``grad[n, h] * att[h, c]`` and ``sum_n grad[n, h] *
+        x[n, h, c]`` (float64 partial sums per chunk of rows, added in order: the
+        bits do not depend on the thread count); ``None`` where ``need`` is false."""
+        _head_dot_shapes(x, att, "head_dot_backward")
+        N, H = x.shape[0], x.shape[1]
+        if grad.shape != (N, H) or grad.dtype != x.dtype:
+            raise ValueError(f"head_dot_backward(): grad must be [{N}, {H}] {x.dtype}, got "
+                             f"{grad.shape} {grad.dtype}")
+        need_x, need_att = (bool(n) for n in need)
+        none = _NONE[x.dtype.char]
+        gx = self._host_empty(x.shape, x.dtype) if need_x else None
+        part = (np.empty((head_dot_chunks(N), H * x.shape[2]), np.float64) if need_att
+                else _NONE["d"])
+        head_dot_backward(np.ascontiguousarray(grad), rows2d(x), np.ascontiguousarray(att),
+                          none if gx is None else rows2d(gx), need_x, part, need_att,
+                          get_num_threads())
+        gatt = (np.add.reduce(part, axis=0).reshape(att.shape).astype(x.dtype)
+                if need_att else None)
+        return gx, gatt
+

@@ -5,8 +5,8 @@ from typing import Any
 from ..tensor import Tensor
 
 __all__ = [
-    'elu', 'gatv2_scores', 'gelu', 'leaky_relu', 'log_softmax', 'message_passing', 'relu',
-    'segment_matmul', 'segment_max', 'segment_mean', 'segment_min', 'segment_softmax',
+    'elu', 'gatv2_scores', 'gelu', 'head_dot', 'leaky_relu', 'log_softmax', 'message_passing',
+    'relu', 'segment_matmul', 'segment_max', 'segment_mean', 'segment_min', 'segment_softmax',
     'segment_sum', 'sigmoid', 'softmax', 'tanh',
 ]
 
@@ -27,6 +27,7 @@ def gatv2_scores(
     negative_slope: float,
     xe: Any = None,
 ) -> Tensor: ...
+def head_dot(input: Any, att: Any) -> Tensor: ...
 def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor: ...
 def message_passing(x: Any, edge_index: Any, num_nodes: int, weight: Any = None) -> Tensor: ...

@@ -160,6 +160,37 @@ def test_prefix_pair_equals_the_full_graph_rows():
     assert gradcheck_module(conv, [rtx.tensor(x)], lambda m, a: m((a, a[:n]), into))
 
 
+@pytest.mark.parametrize("bipartite", [False, True], ids=["homogeneous", "bipartite"])
+def test_logits_from_the_projection_when_it_is_narrower(bipartite, dtype):
+    """Inputs wider than heads * out_channels take the attention logits from the
+    transformed rows (rtx.head_dot) instead of the folded weights: the same values
+    and gradients (reference, float64 gradcheck), with the residual and edge terms."""
+    rng = np.random.default_rng(13)
+    n, F = 7, 12                                        # 12 > heads * out = 6
+    x = rng.standard_normal((n, F)).astype(dtype)
+    ei = np.stack([rng.integers(0, n, 20), rng.integers(0, n, 20)])
+    attr = rng.standard_normal((20, 2)).astype(dtype)
+    if bipartite:
+        conv = GATConv((F, 4), 3, heads=2, edge_dim=2, residual=True).to(dtype)
+        xd = rng.standard_normal((5, 4)).astype(dtype)
+        e = ei[:, ei[1] < 5]
+        a = attr[: e.shape[1]]
+        out = conv((rtx.tensor(x), rtx.tensor(xd)), e, rtx.tensor(a))
+        ref, _, _ = gat_conv_ref((x, xd), e, conv.state_dict(), 2, 3, edge_attr=a)
+    else:
+        conv = GATConv(F, 3, heads=2, edge_dim=2, residual=True).to(dtype)
+        out = conv(rtx.tensor(x), ei, rtx.tensor(attr))
+        ref, _, _ = gat_conv_ref(x, ei, conv.state_dict(), 2, 3, edge_attr=attr)
+    np.testing.assert_allclose(out.numpy(), ref, **tol(dtype))
+    if dtype == np.float64:
+        if bipartite:
+            assert gradcheck_module(conv, [rtx.tensor(x), rtx.tensor(xd), rtx.tensor(a)],
+                                    lambda m, u, v, w: m((u, v), e, w))
+        else:
+            assert gradcheck_module(conv, [rtx.tensor(x), rtx.tensor(attr)],
+                                    lambda m, u, w: m(u, ei, w))
+
+
 def test_pyg_state_dict_loads_and_gives_reference_outputs():
     """numpy arrays under PyG's names and shapes load strictly, and the layer then
     computes the reference formula with them."""
@@ -191,10 +222,12 @@ def test_matches_pyg_when_installed():
     torch = pytest.importorskip("torch")
     pyg = pytest.importorskip("torch_geometric.nn")
     rng, ei = _graph(seed=5)
-    x, attr = rng.standard_normal((7, 5)), rng.standard_normal((ei.shape[1], 3))
-    for kw in (dict(heads=2), dict(heads=2, concat=False, edge_dim=3, residual=True)):
-        ref = pyg.GATConv(5, 4, **kw).double()
-        conv = GATConv(5, 4, **kw).double()
+    attr = rng.standard_normal((ei.shape[1], 3))
+    for F, kw in ((5, dict(heads=2)), (5, dict(heads=2, concat=False, edge_dim=3, residual=True)),
+                  (12, dict(heads=2)), (12, dict(heads=2, edge_dim=3))):  # 12 > H*C: head_dot
+        x = rng.standard_normal((7, F))
+        ref = pyg.GATConv(F, 4, **kw).double()
+        conv = GATConv(F, 4, **kw).double()
         conv.load_state_dict({k: v.detach().numpy() for k, v in ref.state_dict().items()})
         a = attr if "edge_dim" in kw else None
         r_out, (r_ei, r_alpha) = ref(torch.from_numpy(x), torch.from_numpy(ei),

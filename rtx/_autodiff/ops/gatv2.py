@@ -1,5 +1,6 @@
 """Fused GATv2 score rule: ``score[e, h] = sum_c att[h, c] * leaky_relu(xl[src[e], h, c]
-+ xr[dst[e], h, c] [+ xe[e, h, c]])`` (backend family ``rtx/backend/gatv2.py``).
++ xr[dst[e], h, c] [+ xe[e, h, c]])``, and GAT's per-head attention dot ``head_dot``
+(backend family ``rtx/backend/gatv2.py``).
 
 ``edge_index`` reaching the rule is always an ``EdgeIndex`` (checked once by
 the face); the backward recomputes the per-edge sums from the saved inputs, so
@@ -73,3 +74,41 @@ class Gatv2Scores(Op):
                                                       ctx.edge_index, ctx.slope, ctx.xe,
                                                       need=need)
         return (gxl, gxr, gatt, None, gxe)
+
+
+class HeadDot(Op):
+    """Per-head dot products with one vector per head: ``[N, H]`` with
+
+    ``out[n, h] = sum_c input[n, h, c] * att[h, c]``
+
+    ``input``: ``[N, H, C]``, ``att``: ``[H, C]``.  GAT's attention logits per node
+    and head (PyG's ``(x * att_src).sum(-1)``), in one pass over ``input`` without
+    forming the ``[N, H, C]`` product; ``grad_att`` is summed in float64 per fixed
+    chunk of rows, so its bits do not depend on the thread count.
+    """
+
+    signature = "input: Data, att: Tensor"
+    faces = ("function", "nn")
+    name = "head_dot"
+    saves = (0, 1)
+    fresh_grads = True
+
+    @staticmethod
+    def check(input, att):
+        if att.dtype != input.dtype:
+            raise TypeError(f"head_dot(): att dtype {att.dtype} != input dtype {input.dtype}")
+        if input.ndim != 3:
+            raise ValueError(f"head_dot(): input must be [N, H, C], got shape {input.shape}")
+        if tuple(att.shape) != tuple(input.shape[1:]):
+            raise ValueError(f"head_dot(): att must be [{input.shape[1]}, {input.shape[2]}], "
+                             f"got shape {att.shape}")
+
+    @staticmethod
+    def forward(ctx, B, x, att):
+        ctx.x, ctx.att = x, att
+        return B.head_dot(x, att)
+
+    @staticmethod
+    def backward(ctx, B, g):
+        nx, natt = ctx.needs_input_grad
+        return B.head_dot_backward(g, ctx.x, ctx.att, need=(bool(nx), bool(natt)))

@@ -18,6 +18,7 @@ from ...backend.index_plan import EdgeIndex, SelfLoops, as_edge_index
 from ...creation import full, tensor
 from ...functional import (
     concat,
+    head_dot,
     index_add,
     index_select,
     leaky_relu,
@@ -223,10 +224,17 @@ class GATConv(Module):
         # through the attention logits).
         hs3 = (x_src @ w_src.T).reshape(n_src, H, C)
         # Attention logits per node and head, [N, H] (never per edge and channel):
-        # <att, W x> = x @ (att folded into W).T, which forms no [N, H, C] product.
-        e = index_select(self._logits(x_src, w_src, self.att_src), used.src)
+        # <att, W x> from the transformed rows (head_dot: one pass over [N, H*C]) when
+        # they are narrower than the input, else as x @ (att folded into W).T (one
+        # pass over [N, F], and for targets no [N, H*C] projection at all).
+        narrow = H * C < x_src.shape[1] and self.att_src.dtype == hs3.dtype
+        a_src = (head_dot(hs3, self.att_src.reshape(H, C)) if narrow
+                 else self._logits(x_src, w_src, self.att_src))
+        e = index_select(a_src, used.src)
         if x_dst is not None:
-            e = e + index_select(self._logits(x_dst, w_dst, self.att_dst), used.dst)
+            a_dst = (head_dot(hs3, self.att_dst.reshape(H, C)) if narrow and x_dst is x_src
+                     else self._logits(x_dst, w_dst, self.att_dst))
+            e = e + index_select(a_dst, used.dst)
         if edge_attr is not None and self.lin_edge is not None:
             e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
         elif edge_attr is None and self.lin_edge is not None and used.num_edges:
