@@ -186,6 +186,11 @@ def _engine(
     captured: dict[int, list[Any]] = {}
     heap: list[tuple[int, Node]] = []
     add = B.add
+    # Sums of a node's gradient paths go into the first one's buffer when the
+    # engine owns it alone (never shared: not a user's gradient, not one buffer
+    # sent to two inputs); not with ``capture``, whose captured gradients may be
+    # the very buffers a rule passes on.
+    own_sums = capture is None
 
     def deliver_slow(parent: Any, ig: Any, sh: bool) -> None:
         """An edge into one output of a multi-output node, or a leaf."""
@@ -224,6 +229,11 @@ def _engine(
             heappush(heap, (-node.seq, node))
             if sh:
                 shared.add(k)
+        elif (own_sums and k not in shared and B.dtype(prev) == B.dtype(ig)
+              and tuple(B.shape(prev)) == tuple(B.shape(ig)) and B.is_contiguous(prev)):
+            # prev is the engine's own buffer (a fresh gradient, or a sum it made):
+            # add into it instead of allocating a second [shape] array for the sum
+            grads[k] = B.inplace("add", prev, ig)
         else:
             grads[k] = add(prev, ig)
             shared.discard(k)
