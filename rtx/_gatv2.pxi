@@ -549,13 +549,17 @@ def head_dot_chunks(Py_ssize_t N):
     return (N + HEAD_DOT_CHUNK_ROWS - 1) // HEAD_DOT_CHUNK_ROWS
 
 
-cdef void _head_dot_rows(const real* x, const real* att, real* out, Py_ssize_t H,
-                         Py_ssize_t C, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
+cdef void _head_dot_chunk(const real* x, const real* att, real* out, Py_ssize_t H,
+                          Py_ssize_t C, Py_ssize_t N, Py_ssize_t ch) noexcept nogil:
+    """Chunk ``ch``'s rows of out[n, h] = sum_c x[n, h*C + c] * att[h, c]."""
     cdef Py_ssize_t r, h, c
+    cdef Py_ssize_t r1 = (ch + 1) * HEAD_DOT_CHUNK_ROWS
     cdef real s
     cdef const real* xr
     cdef const real* ah
-    for r in range(r0, r1):
+    if r1 > N:
+        r1 = N
+    for r in range(ch * HEAD_DOT_CHUNK_ROWS, r1):
         xr = x + r * H * C
         for h in range(H):
             ah = att + h * C
@@ -565,19 +569,24 @@ cdef void _head_dot_rows(const real* x, const real* att, real* out, Py_ssize_t H
             out[r * H + h] = s
 
 
-cdef void _head_dot_bwd_rows(const real* g, const real* x, const real* att, real* gx,
-                             bint need_x, double* part, bint need_att, Py_ssize_t H,
-                             Py_ssize_t C, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
-    """Rows [r0, r1): grad_x (need_x) and, into ``part`` (one chunk's H*C float64
-    sums, zeroed here), sum of g[n, h] * x[n, h, c] in increasing row order."""
+cdef void _head_dot_bwd_chunk(const real* g, const real* x, const real* att, real* gx,
+                              bint need_x, double* part, bint need_att, Py_ssize_t H,
+                              Py_ssize_t C, Py_ssize_t N, Py_ssize_t ch) noexcept nogil:
+    """Chunk ``ch``'s rows: grad_x (need_x) and, into ``part`` (the chunk's row of
+    H*C float64 sums, zeroed here), sum of g[n, h] * x[n, h, c] in increasing row
+    order."""
     cdef Py_ssize_t r, h, c, F = H * C
+    cdef Py_ssize_t r1 = (ch + 1) * HEAD_DOT_CHUNK_ROWS
     cdef real gv
     cdef double gd
     cdef const real* xr
     cdef real* gr
+    cdef double* pp = part + ch * F if need_att else NULL
+    if r1 > N:
+        r1 = N
     if need_att:
-        memset(part, 0, <size_t>F * sizeof(double))
-    for r in range(r0, r1):
+        memset(pp, 0, <size_t>F * sizeof(double))
+    for r in range(ch * HEAD_DOT_CHUNK_ROWS, r1):
         xr = x + r * F
         for h in range(H):
             gv = g[r * H + h]
@@ -588,14 +597,7 @@ cdef void _head_dot_bwd_rows(const real* g, const real* x, const real* att, real
             if need_att:
                 gd = gv
                 for c in range(C):
-                    part[h * C + c] += gd * xr[h * C + c]
-
-
-cdef int _head_dot_threads(int num_threads, Py_ssize_t N, Py_ssize_t F, Py_ssize_t itemsize,
-                           Py_ssize_t nchunks):
-    if N * F * itemsize < SEGMENT_PARALLEL_MIN or nchunks <= 1:
-        return 1
-    return _team_size(num_threads, nchunks)
+                    pp[h * C + c] += gd * xr[h * C + c]
 
 
 def head_dot_rows(const real[:, ::1] x, const real[:, ::1] att, real[:, ::1] out,
@@ -605,7 +607,7 @@ def head_dot_rows(const real[:, ::1] x, const real[:, ::1] att, real[:, ::1] out
     cdef Py_ssize_t N = x.shape[0]
     cdef Py_ssize_t H = att.shape[0]
     cdef Py_ssize_t C = att.shape[1]
-    cdef Py_ssize_t ch, r0, r1, nch
+    cdef Py_ssize_t ch, nch
     cdef int T
     if x.shape[1] != H * C or out.shape[0] != N or out.shape[1] != H:
         raise ValueError("head_dot_rows: x must be (N, H*C), att (H, C) and out (N, H)")
@@ -616,19 +618,17 @@ def head_dot_rows(const real[:, ::1] x, const real[:, ::1] att, real[:, ::1] out
         out[:, :] = 0
         return
     nch = head_dot_chunks(N)
-    T = _head_dot_threads(num_threads, N, H * C, sizeof(real), nch)
+    # the segment kernels' team-size rule, at most one thread per chunk
+    T = _team_size(_segment_threads(num_threads, 0, N, H * C, sizeof(real)), nch)
     with nogil:
         if T <= 1:
             _mark_seen()
-            _head_dot_rows(&x[0, 0], &att[0, 0], &out[0, 0], H, C, 0, N)
+            for ch in range(nch):
+                _head_dot_chunk(&x[0, 0], &att[0, 0], &out[0, 0], H, C, N, ch)
         else:
             for ch in prange(nch, num_threads=T, schedule="static"):
                 _mark_seen()
-                r0 = ch * HEAD_DOT_CHUNK_ROWS
-                r1 = r0 + HEAD_DOT_CHUNK_ROWS
-                if r1 > N:
-                    r1 = N
-                _head_dot_rows(&x[0, 0], &att[0, 0], &out[0, 0], H, C, r0, r1)
+                _head_dot_chunk(&x[0, 0], &att[0, 0], &out[0, 0], H, C, N, ch)
 
 
 def head_dot_backward(const real[:, ::1] grad, const real[:, ::1] x, const real[:, ::1] att,
@@ -642,7 +642,9 @@ def head_dot_backward(const real[:, ::1] grad, const real[:, ::1] x, const real[
     cdef Py_ssize_t H = att.shape[0]
     cdef Py_ssize_t C = att.shape[1]
     cdef Py_ssize_t F = H * C
-    cdef Py_ssize_t ch, r0, r1, nch = head_dot_chunks(x.shape[0])
+    cdef Py_ssize_t ch, nch = head_dot_chunks(x.shape[0])
+    cdef real* gx = NULL
+    cdef double* part = NULL
     cdef int T
     if x.shape[1] != F or grad.shape[0] != N or grad.shape[1] != H:
         raise ValueError("head_dot_backward: grad must be (N, H), x (N, H*C), att (H, C)")
@@ -657,27 +659,19 @@ def head_dot_backward(const real[:, ::1] grad, const real[:, ::1] x, const real[
         if need_att:
             att_part[:, :] = 0
         return
-    T = _head_dot_threads(num_threads, N, F, sizeof(real), nch)
+    if need_x:
+        gx = &grad_x[0, 0]
+    if need_att:
+        part = &att_part[0, 0]
+    T = _team_size(_segment_threads(num_threads, 0, N, F, sizeof(real)), nch)
     with nogil:
         if T <= 1:
             _mark_seen()
             for ch in range(nch):
-                r0 = ch * HEAD_DOT_CHUNK_ROWS
-                r1 = r0 + HEAD_DOT_CHUNK_ROWS
-                if r1 > N:
-                    r1 = N
-                _head_dot_bwd_rows(&grad[0, 0], &x[0, 0], &att[0, 0],
-                                   &grad_x[0, 0] if need_x else NULL, need_x,
-                                   &att_part[ch, 0] if need_att else NULL, need_att,
-                                   H, C, r0, r1)
+                _head_dot_bwd_chunk(&grad[0, 0], &x[0, 0], &att[0, 0], gx, need_x, part,
+                                    need_att, H, C, N, ch)
         else:
             for ch in prange(nch, num_threads=T, schedule="static"):
                 _mark_seen()
-                r0 = ch * HEAD_DOT_CHUNK_ROWS
-                r1 = r0 + HEAD_DOT_CHUNK_ROWS
-                if r1 > N:
-                    r1 = N
-                _head_dot_bwd_rows(&grad[0, 0], &x[0, 0], &att[0, 0],
-                                   &grad_x[0, 0] if need_x else NULL, need_x,
-                                   &att_part[ch, 0] if need_att else NULL, need_att,
-                                   H, C, r0, r1)
+                _head_dot_bwd_chunk(&grad[0, 0], &x[0, 0], &att[0, 0], gx, need_x, part,
+                                    need_att, H, C, N, ch)
