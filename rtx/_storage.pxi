@@ -6,12 +6,20 @@
 # strong reference to the Storage and never owns the pointer.
 #
 # Freed blocks go to a size-bucketed cache, bounded by ``_cache_limit`` bytes,
-# and are handed to the next allocation of the same size class: training loops
-# allocate the same shapes every step and a fresh large buffer costs page
-# faults.  Blocks of ``HUGE_THRESHOLD`` bytes or more are 2 MiB aligned and
-# ``madvise(MADV_HUGEPAGE)``d where the platform has it.
+# and are handed to the next allocation of the same size class (or, above
+# 4 KiB, of one of the next ``BEST_FIT_CLASSES`` classes: a sampled batch's
+# shapes vary from step to step by a few percent): training loops allocate
+# the same shapes every step and a fresh large buffer costs page faults.  The
+# cache is least-recently-used by size class: a freed block that does not fit
+# under the limit evicts the blocks of the classes touched longest ago (a
+# one-off build's temporaries) instead of going to the system itself, so the
+# cache follows the loop's working set.  Blocks of ``HUGE_THRESHOLD`` bytes or
+# more are 2 MiB aligned and ``madvise(MADV_HUGEPAGE)``d where the platform
+# has it.
 
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
 from libc.stdint cimport uintptr_t
 from libc.string cimport memset
 
@@ -50,6 +58,7 @@ cdef enum:
     ALIGNMENT = 64
     HUGE_ALIGNMENT = 2097152          # 2 MiB
     HUGE_THRESHOLD = 4194304          # 4 MiB
+    BEST_FIT_CLASSES = 2              # a cached block up to 2 classes larger serves (> 4 KiB)
 
 # Allocator statistics (guarded by the GIL: Storage is created and freed with it).
 cdef Py_ssize_t _current_bytes = 0
@@ -62,7 +71,8 @@ cdef Py_ssize_t _cache_hits = 0
 cdef Py_ssize_t _cached_bytes = 0
 cdef Py_ssize_t _cache_limit = 1 << 30
 cdef Py_ssize_t _hugepage_hints = 0
-cdef dict _cache = {}                # size class -> list of addresses (int)
+cdef dict _cache = {}                # size class -> non-empty list of addresses (int),
+#                                      least recently touched class first
 cdef bint _shutting_down = False     # after exit starts, freed blocks bypass the cache
 
 
@@ -101,28 +111,75 @@ cdef void* _system_alloc(Py_ssize_t nbytes):
     return ptr
 
 
-cdef void* _alloc(Py_ssize_t cls) except NULL:
-    """A block of ``cls`` bytes (a size class), from the cache or the system."""
+cdef inline void _touch(Py_ssize_t cls, list bucket):
+    """Move ``cls`` to the most recently used end of the cache (or drop it when
+    its bucket is empty).  Allocates no tracked object: no collection runs."""
+    del _cache[cls]
+    if bucket:
+        _cache[cls] = bucket
+
+
+cdef void* _alloc(Py_ssize_t* cls) except NULL:
+    """A block of ``cls[0]`` bytes (a size class), from the cache or the system.
+
+    Above 4 KiB a cached block of one of the next ``BEST_FIT_CLASSES`` classes
+    serves too (at most about 25% larger); ``cls[0]`` becomes the class of the
+    block handed out, which is what the caller frees it as.
+    """
     global _current_bytes, _peak_bytes, _allocations, _cache_hits, _cached_bytes
     cdef void* ptr = NULL
-    cdef list bucket = _cache.get(cls)
-    if bucket:
-        ptr = <void*><uintptr_t>bucket.pop()
-        _cached_bytes -= cls
-        _cache_hits += 1
-    else:
-        ptr = _system_alloc(cls)
+    cdef Py_ssize_t c = cls[0]
+    cdef int k
+    cdef int tries = 1 + (BEST_FIT_CLASSES if c > 4096 else 0)
+    cdef list bucket
+    for k in range(tries):
+        bucket = _cache.get(c)
+        if bucket:
+            ptr = <void*><uintptr_t>bucket.pop()
+            _touch(c, bucket)
+            _cached_bytes -= c
+            _cache_hits += 1
+            cls[0] = c
+            break
+        c = _size_class(c + 1)
+    if ptr == NULL:
+        c = cls[0]
+        ptr = _system_alloc(c)
         if ptr == NULL:
             # Give the cache back and try once more before failing.
             _release_cache()
-            ptr = _system_alloc(cls)
+            ptr = _system_alloc(c)
         if ptr == NULL:
-            raise MemoryError(f"rtx: cannot allocate {cls} bytes")
+            raise MemoryError(f"rtx: cannot allocate {c} bytes")
     _allocations += 1
-    _current_bytes += cls
+    _current_bytes += cls[0]
     if _current_bytes > _peak_bytes:
         _peak_bytes = _current_bytes
     return ptr
+
+
+cdef void _evict_for(Py_ssize_t cls) noexcept:
+    """Free cached blocks, least recently touched class first, until a block of
+    ``cls`` bytes fits under the limit (or the cache is empty).  Reads the
+    dict with ``PyDict_Next`` (no iterator object: no collection can run)."""
+    global _cached_bytes, _system_frees
+    cdef Py_ssize_t pos
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef Py_ssize_t c
+    cdef list bucket
+    while _cache and cls > _cache_limit - _cached_bytes:
+        pos = 0
+        if not PyDict_Next(_cache, &pos, &key, &value):
+            return
+        c = <Py_ssize_t><object>key
+        bucket = <list>value            # a strong reference while it is emptied
+        while bucket and cls > _cache_limit - _cached_bytes:
+            rtx_aligned_free(<void*><uintptr_t>bucket.pop())
+            _cached_bytes -= c
+            _system_frees += 1
+        if not bucket:
+            del _cache[c]
 
 
 cdef inline bint _fits(Py_ssize_t cls) noexcept:
@@ -131,7 +188,8 @@ cdef inline bint _fits(Py_ssize_t cls) noexcept:
 
 
 cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
-    """Give a block back: to the cache when it fits under the limit, else to the system.
+    """Give a block back: to the cache (evicting the least recently touched
+    classes to make room under the limit), else to the system.
 
     Re-entrant: creating a bucket allocates a list, which can run a garbage
     collection, which can free other Storages -- of the same size class too --
@@ -148,18 +206,23 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     cdef list fresh
     _current_bytes -= cls
     _frees += 1
-    if _fits(cls):
+    if not _shutting_down and cls <= _cache_limit:
         try:
             addr = <uintptr_t>ptr          # an int: never runs a collection
+            _evict_for(cls)
             bucket = _cache.get(cls)
             if bucket is None:
                 fresh = []                 # may run a collection that re-enters _free
                 bucket = _cache.get(cls)   # the cache as it is now
                 if bucket is None:
-                    _cache[cls] = bucket = fresh
-            if _fits(cls):                 # re-entered frees may have filled it
+                    bucket = fresh
+            _evict_for(cls)                # re-entered frees may have filled it
+            if _fits(cls):
                 bucket.append(addr)
                 _cached_bytes += cls
+                if cls in _cache:
+                    del _cache[cls]
+                _cache[cls] = bucket       # the most recently touched class
                 return
         except BaseException:  # noqa: B036 - never raise from a free path
             pass
@@ -284,7 +347,7 @@ cdef class Storage:
             raise MemoryError(f"rtx: cannot allocate {nbytes} bytes")
         self.ptr = NULL
         self.capacity = _size_class(nbytes)
-        self.ptr = _alloc(self.capacity)
+        self.ptr = _alloc(&self.capacity)   # may hand out a larger cached class
         self.nbytes = nbytes
         self.exports = 0
         if zero and nbytes > 0:

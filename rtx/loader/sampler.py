@@ -226,7 +226,9 @@ class NeighborSampler:
             ``e_id``), to gather edge attributes.  Keeps the destination
             grouping's permutation: 8 more bytes per edge of the graph.
 
-    Ids stay in the dtype given: int32 when every edge array is int32, else int64.
+    ``dtype`` is the graph's id dtype: int32 when every edge array is int32, else
+    int64.  The private adjacency stores source ids in int32 whenever every node
+    type has fewer than 2**31 nodes (4 bytes per edge, whatever the input dtype).
     Edge types are processed in ``edge_index_dict`` order (it decides the order of
     ``n_id``, as in PyG).
     """
@@ -259,7 +261,11 @@ class NeighborSampler:
         tidx = {nt: i for i, nt in enumerate(self.node_types)}
         self._type_index = tidx
         is32 = bool(edges) and all(a.dtype == np.int32 for a in edges.values())
+        # the adjacency holds source ids: 4 bytes each whenever every node type
+        # has fewer than 2**31 nodes, whatever dtype the graph came in
+        col32 = all(n <= np.iinfo(np.int32).max for n in num_nodes.values())
         ptrs, cols, eperms = [], [], []
+        nbytes = 0
         for et, a in edges.items():
             s_t, _, d_t = et
             op = f"NeighborSampler: edge_index of {et!r}"
@@ -269,9 +275,14 @@ class NeighborSampler:
             dst = IndexPlan(a[1], num_nodes[d_t], _op=f"{op} row 1 (destinations)")
             ptr, perm = dst._grouping()  # the plan's own immutable snapshots (csr() copies)
             sidx = src._idx
-            col = np.take(sidx if is32 else sidx.astype(np.int64, copy=False), perm)
+            col = np.take(sidx, perm)   # checked against num_nodes[s_t] by the plan
+            if col32 and col.dtype != np.int32:
+                col = col.astype(np.int32)
+            elif not col32 and col.dtype != np.int64:
+                col = col.astype(np.int64)
             ptrs.append(ptr)
             cols.append(snapshot_indices(col, -1)[0])
+            nbytes += ptr.nbytes + cols[-1].nbytes + (perm.nbytes if self.return_edge_id else 0)
             if self.return_edge_id:
                 eperms.append(perm)   # CSR position -> edge id (an immutable snapshot)
             del src, dst, perm, col
@@ -284,10 +295,19 @@ class NeighborSampler:
             np.array([tidx[et[2]] for et in self.edge_types], dtype=np.int64),
             ptrs, cols, fan, self.replace, eperms if self.return_edge_id else None)
         self._num_edges = {et: int(a.shape[1]) for et, a in edges.items()}
+        self._nbytes = int(nbytes)
 
     @property
     def num_edges_dict(self) -> dict[EdgeType, int]:
         return dict(self._num_edges)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the private adjacency: per relation the destination pointers
+        (8 bytes per destination node + 8), the source ids (4 bytes per edge, 8
+        when a node type has 2**31 nodes or more) and, with ``return_edge_id``,
+        the edge ids (8 bytes per edge)."""
+        return self._nbytes
 
     def _seed_ids(self, nt: Any, ids: Any, op: str) -> np.ndarray:
         if not isinstance(nt, str):

@@ -2,12 +2,13 @@
 
 Random initialisers draw from ``generator`` (an ``rtx.Generator``) or, by
 default, rtx's default generator (``rtx.manual_seed``).  Samples are drawn in
-float64 and cast to the tensor's dtype.
+float64 and cast to the tensor's dtype, a block of rows at a time.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,9 +27,25 @@ def _check(tensor: Any, name: str) -> Tensor:
     return tensor
 
 
-def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
+_FILL_CHUNK = 1 << 20   # float64 samples drawn at a time
+
+
+def _fill(tensor: Tensor, draw: Callable[[tuple[int, ...]], np.ndarray]) -> Tensor:
+    """Copy ``draw(shape)`` into ``tensor``, a block of rows at a time: a large
+    weight (an embedding table) never needs a float64 copy of itself.  The
+    generator's stream is consumed in order, so the values equal one draw of
+    the whole shape."""
+    shape = tuple(tensor.shape)
+    row = math.prod(shape[1:])
     with no_grad():
-        tensor.copy_(np.ascontiguousarray(values, dtype=tensor.dtype))
+        if not shape or shape[0] * row <= _FILL_CHUNK or row == 0:
+            tensor.copy_(np.ascontiguousarray(draw(shape), dtype=tensor.dtype))
+            return tensor
+        step = max(1, _FILL_CHUNK // row)
+        for i in range(0, shape[0], step):
+            j = min(shape[0], i + step)
+            tensor[i:j].copy_(np.ascontiguousarray(draw((j - i, *shape[1:])),
+                                                   dtype=tensor.dtype))
     return tensor
 
 
@@ -77,7 +94,8 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
     _check(tensor, "uniform_")
     if a > b:
         raise ValueError(f"uniform_: expects a <= b, got a={a}, b={b}")
-    return _fill(tensor, _rng(None, generator).uniform(a, b, tensor.shape))
+    rng = _rng(None, generator)
+    return _fill(tensor, lambda shape: rng.uniform(a, b, shape))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
@@ -86,7 +104,8 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
     _check(tensor, "normal_")
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0, got {std}")
-    return _fill(tensor, _rng(None, generator).normal(mean, std, tensor.shape))
+    rng = _rng(None, generator)
+    return _fill(tensor, lambda shape: rng.normal(mean, std, shape))
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:

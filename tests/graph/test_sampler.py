@@ -455,6 +455,18 @@ def test_int32_and_int64_graphs_give_the_same_sample():
         ("a", [1, 2])))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("eid", [False, True])
+def test_adjacency_keeps_4_byte_source_ids_whatever_the_input_dtype(dtype, eid):
+    g = random_graph(np.random.default_rng(7))
+    g = Graph(g.num_nodes_dict, {k: v.astype(dtype) for k, v in g.edge_index_dict.items()})
+    s = NeighborSampler(g, [4, 3], seed=3, return_edge_id=eid)
+    want = sum(8 * (g.num_nodes_dict[et[2]] + 1) + (4 + 8 * eid) * ei.shape[1]
+               for et, ei in g.edge_index_dict.items())
+    assert s.nbytes == want
+    assert s.dtype == dtype
+
+
 def test_same_seed_epoch_batch_same_sample_others_differ():
     g = random_graph(np.random.default_rng(8), num_nodes={"a": 300, "b": 200, "c": 50},
                      num_edges={("a", "to", "b"): 3000, ("b", "to", "a"): 3000,

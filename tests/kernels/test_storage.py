@@ -118,6 +118,96 @@ def test_same_shape_allocation_served_from_cache():
     del t
 
 
+def _class_of(nbytes):
+    """The size class a fresh block of ``nbytes`` gets (cache empty)."""
+    rtx.empty_cache()
+    before = current()
+    st = rtx.Storage(nbytes)
+    used = current() - before
+    del st
+    rtx.empty_cache()
+    return used
+
+
+MIB = 1 << 20
+
+
+def test_a_block_up_to_two_classes_larger_serves_from_the_cache():
+    c1, c2, c3 = _class_of(MIB + 1), _class_of(_class_of(MIB + 1) + 1), None
+    c3 = _class_of(c2 + 1)
+    assert MIB < c1 < c2 < c3 <= MIB + MIB // 2
+    for cached, served in ((c1, True), (c2, True), (c3, False)):
+        rtx.empty_cache()
+        st = rtx.Storage(cached)
+        del st
+        s0 = rtx.memory_stats()
+        before = current()
+        st = rtx.Storage(MIB)            # class MIB: the cached block is 1-3 classes up
+        s1 = rtx.memory_stats()
+        if served:
+            assert s1["cache_hits"] == s0["cache_hits"] + 1
+            assert s1["system_allocations"] == s0["system_allocations"]
+            assert current() - before == cached      # counted as the block handed out
+            assert st.nbytes == MIB
+        else:
+            assert s1["cache_hits"] == s0["cache_hits"]
+            assert s1["system_allocations"] == s0["system_allocations"] + 1
+            assert current() - before == MIB
+        del st
+        gc.collect()
+        # freed as the class it was handed out as: the next request of it hits
+        s2 = rtx.memory_stats()
+        st = rtx.Storage(cached if served else MIB)
+        assert rtx.memory_stats()["cache_hits"] == s2["cache_hits"] + 1
+        del st
+    # small requests use their own class only
+    rtx.empty_cache()
+    st = rtx.Storage(4096 + 64)
+    del st
+    s0 = rtx.memory_stats()
+    st = rtx.Storage(4096)
+    assert rtx.memory_stats()["cache_hits"] == s0["cache_hits"]
+    del st
+    rtx.empty_cache()
+
+
+def test_a_freed_block_evicts_the_least_recently_used_classes():
+    old = rtx.get_cache_limit()
+    a, b, c = MIB, 3 * MIB // 2, 2 * MIB     # classes of their own, > 2 classes apart
+    assert (_class_of(a), _class_of(b), _class_of(c)) == (a, b, c)
+    try:
+        rtx.set_cache_limit(7 * MIB // 2)
+        rtx.empty_cache()
+        sa, sb = rtx.Storage(a), rtx.Storage(b)
+        del sa, sb                                    # cached: a, then b (a + b <= limit)
+        assert rtx.memory_stats()["cached_bytes"] == a + b
+        sa = rtx.Storage(a)                           # a is touched: b is now the oldest
+        del sa
+        s0 = rtx.memory_stats()
+        sc = rtx.Storage(c)
+        del sc                                        # a + b + c > limit: b goes
+        s1 = rtx.memory_stats()
+        assert s1["cached_bytes"] == a + c
+        assert s1["system_frees"] == s0["system_frees"] + 1
+        for n in (a, c):                              # both still served from the cache
+            h = rtx.memory_stats()["cache_hits"]
+            st = rtx.Storage(n)
+            assert rtx.memory_stats()["cache_hits"] == h + 1
+            del st
+        h = rtx.memory_stats()
+        st = rtx.Storage(b)                           # b was given back to the system
+        assert rtx.memory_stats()["system_allocations"] == h["system_allocations"] + 1
+        del st
+        # a block larger than the whole limit never empties the cache
+        before = rtx.memory_stats()["cached_bytes"]
+        st = rtx.Storage(4 * MIB)
+        del st
+        assert rtx.memory_stats()["cached_bytes"] == before
+    finally:
+        rtx.set_cache_limit(old)
+        rtx.empty_cache()
+
+
 def test_cache_limit_and_empty_cache():
     old = rtx.get_cache_limit()
     try:

@@ -464,6 +464,23 @@ def test_init_functions(dtype):
     np.testing.assert_array_equal(g1, g2)
 
 
+@pytest.mark.parametrize("shape", [(3000, 700), (2_100_000,), (5, 300_000), (1, 2, 3)])
+def test_init_fills_in_blocks_with_the_values_of_one_draw(shape):
+    # a large weight is filled a block of rows at a time (no float64 copy of all
+    # of it); the generator's stream is consumed in order: the values (and the
+    # generator's state after) are those of one draw of the whole shape
+    for fill, draw in ((lambda t, g: init.normal_(t, 0.5, 2.0, generator=g),
+                        lambda r: r.normal(0.5, 2.0, shape)),
+                       (lambda t, g: init.uniform_(t, -1.0, 3.0, generator=g),
+                        lambda r: r.uniform(-1.0, 3.0, shape))):
+        g = rtx.Generator(11)
+        t = fill(rtx.empty(*shape), g)
+        ref = np.random.Generator(np.random.PCG64(0))
+        ref.bit_generator.state = rtx.Generator(11)._rng.bit_generator.state
+        np.testing.assert_array_equal(t.numpy(), draw(ref).astype(np.float32))
+        assert g._rng.bit_generator.state == ref.bit_generator.state
+
+
 def test_calculate_gain_matches_torch():
     torch = pytest.importorskip("torch")
     for nl, p in [("linear", None), ("relu", None), ("tanh", None), ("leaky_relu", None),
