@@ -27,6 +27,7 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_dlpack.pxi``   DLPack import/export
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
 - ``_negative.pxi`` negative sampling of non-edges (rtx.utils.negative_sampling)
+- ``_optim.pxi``    fused optimiser row updates (rtx.optim.SparseAdam)
 """
 
 from cython.parallel cimport prange
@@ -46,3 +47,4 @@ include "_sample.pxi"
 include "_dlpack.pxi"
 include "_fused.pxi"
 include "_negative.pxi"
+include "_optim.pxi"

@@ -11,10 +11,22 @@ from ._family import Family, query
 from ._host import contiguous
 
 
+def _basic(k: Any) -> bool:
+    return (k is None or k is Ellipsis or isinstance(k, slice)
+            or (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))))
+
+
 def slice_backward_np(g: np.ndarray, shape: tuple[int, ...], key: Any) -> np.ndarray:
-    """The adjoint of ``x[key]``: a zero array of ``shape`` with ``g`` added at ``key``."""
+    """The adjoint of ``x[key]``: a zero array of ``shape`` with ``g`` added at ``key``.
+
+    A basic index (ints, slices, ``...``, ``None``) reaches each element at most
+    once: ``g`` is assigned; an advanced one may repeat positions, which
+    accumulate (``np.add.at``)."""
     out = np.zeros(shape, dtype=g.dtype)
-    np.add.at(out, key, g)
+    if _basic(key) or (isinstance(key, tuple) and all(_basic(k) for k in key)):
+        out[key] = g
+    else:
+        np.add.at(out, key, g)
     return out
 
 

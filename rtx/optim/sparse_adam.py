@@ -7,19 +7,11 @@ from typing import Any
 
 from ..autograd.grad_mode import no_grad
 from ..backend.index_plan import IndexPlan
-from ..tensor import Tensor, bump_version
+from ..tensor import bump_version
 from .adam import _zeros
 from .optimizer import Optimizer, ParamsT, is_sparse_grad
 
 __all__ = ["SparseAdam"]
-
-
-def _rows_add_(t: Tensor, plan: IndexPlan, src: Any) -> None:
-    """``t[plan] += src`` (``src`` a primitive) in ``t``'s buffer, touching only those
-    rows on the CPU backend (``Backend.index_accumulate``); a version bump."""
-    B = t._ad.inner
-    t._value = B.index_accumulate(t._value, plan, src)
-    bump_version(t)
 
 
 class SparseAdam(Optimizer):
@@ -33,7 +25,8 @@ class SparseAdam(Optimizer):
     Every parameter's gradient must be sparse (``Embedding(sparse=True)``);
     a dense one raises RuntimeError (use ``Adam`` for it).  The moments are
     dense (the parameter's shape, allocated at the first step, as PyTorch's);
-    a step allocates only ``[rows in the batch, dim]``.
+    a step updates the present rows of the parameter and both moments in one
+    fused pass (``Backend.adam_rows``), in place, allocating nothing.
     """
 
     def __init__(self, params: ParamsT, lr: float = 1e-3,
@@ -84,14 +77,12 @@ class SparseAdam(Optimizer):
                     vals = -vals
                 plan = IndexPlan(rows, p.shape[0])
                 m, v = st["exp_avg"], st["exp_avg_sq"]
-                old_m = m.index_select(0, plan)
-                old_v = v.index_select(0, plan)
-                upd_m = (vals - old_m) * (1 - b1)
-                upd_v = (vals * vals - old_v) * (1 - b2)
-                _rows_add_(m, plan, upd_m._value)
-                _rows_add_(v, plan, upd_v._value)
-                numer = upd_m + old_m
-                denom = (upd_v + old_v).sqrt() + eps
                 step_size = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
-                _rows_add_(p, plan, (numer / denom * (-step_size))._value)
-
+                # one fused pass over the present rows (Backend.adam_rows): the
+                # moments and the parameter in place, torch's arithmetic
+                B = p._ad.inner
+                p._value, m._value, v._value = B.adam_rows(
+                    p._value, m._value, v._value, plan, vals.contiguous()._value, b1, b2, eps,
+                    step_size)
+                for a in (p, m, v):
+                    bump_version(a)

@@ -166,3 +166,22 @@ def test_test_backend_selector_takes_any_registered_backend(tmp_path):
     env["RTX_TEST_BACKENDS"] = "nonexistent"
     p = run_python(args, env=env)
     assert p.returncode != 0 and "no backend registered as 'nonexistent'" in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("key", [slice(1, 3), (0, slice(None)), (Ellipsis, 1), 2,
+                                 (None, slice(None, None, 2)), (slice(None), -1),
+                                 (np.int64(1), slice(0, 4, 3)),
+                                 (slice(None), [1, 1, 3]), [0, 0, 2],
+                                 (np.array([True, False, True]),)])
+def test_slice_backward_is_the_adjoint_of_getitem(key):
+    """Basic keys are assigned (each element reached once), advanced ones accumulate
+    repeats: both equal np.add.at's sum."""
+    from rtx.backend.shape import slice_backward_np
+
+    x = np.arange(12.0).reshape(3, 4)
+    g = np.random.default_rng(0).normal(size=np.shape(x[key]))
+    want = np.zeros_like(x)
+    np.add.at(want, key, g)
+    got = slice_backward_np(g, x.shape, key)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == g.dtype
