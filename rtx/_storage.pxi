@@ -69,7 +69,7 @@ cdef Py_ssize_t _system_allocs = 0   # blocks obtained from the system
 cdef Py_ssize_t _system_frees = 0    # blocks returned to the system
 cdef Py_ssize_t _cache_hits = 0
 cdef Py_ssize_t _cached_bytes = 0
-cdef Py_ssize_t _cache_limit = 1 << 30
+cdef Py_ssize_t _cache_limit = 1 << 29     # 512 MiB: docs/performance.md (allocator)
 cdef Py_ssize_t _hugepage_hints = 0
 cdef dict _cache = {}                # size class -> non-empty list of addresses (int),
 #                                      least recently touched class first
@@ -130,7 +130,9 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
     cdef void* ptr = NULL
     cdef Py_ssize_t c = cls[0]
     cdef int k
-    cdef int tries = 1 + (BEST_FIT_CLASSES if c > 4096 else 0)
+    # (classes past MAX_STORAGE_BYTES / 4 are never computed: _size_class would
+    # overflow on them; no block that large is ever cached anyway)
+    cdef int tries = 1 + (BEST_FIT_CLASSES if 4096 < c <= (MAX_STORAGE_BYTES >> 2) else 0)
     cdef list bucket
     for k in range(tries):
         bucket = _cache.get(c)
@@ -141,7 +143,8 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
             _cache_hits += 1
             cls[0] = c
             break
-        c = _size_class(c + 1)
+        if k + 1 < tries:
+            c = _size_class(c + 1)
     if ptr == NULL:
         c = cls[0]
         ptr = _system_alloc(c)
