@@ -254,3 +254,19 @@ def adam_rows(
     param: _Real, exp_avg: _Real, exp_avg_sq: _Real, rows: _Index, grad: _Real, beta1: float,
     beta2: float, eps: float, step_size: float, num_threads: int,
 ) -> None: ...
+def adam_step(
+    param: _Real,
+    exp_avg: _Real,
+    exp_avg_sq: _Real,
+    grad: _Real,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step_size: float,
+    bias2_sqrt: float,
+    weight_decay: float,
+    decoupled: bool,
+    lr: float,
+    num_threads: int,
+    max_exp_avg_sq: _Real | None = None,
+) -> None: ...

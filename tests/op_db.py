@@ -796,12 +796,6 @@ OPS: list[OpInfo] = [
     # Backend.index_accumulate: dst[indices] += src in dst's buffer (SparseAdam's rows)
     OpInfo("index_accumulate", "index", differentiable=False,
            backend_call=lambda B, f: B.index_accumulate(f(X4.copy()), P4, f(X))),
-    # Backend.adam_rows: SparseAdam's fused step over distinct rows (unsorted here), the
-    # parameter and both moments in place where the backend can
-    OpInfo("adam_rows", "index", differentiable=False,
-           backend_call=lambda B, f: B.concat(list(B.adam_rows(
-               f(X4.copy()), f(X4 * 0.5), f(X4 * X4 + 0.1), rtx.IndexPlan(np.array([3, 0, 2]), 4),
-               f(X), 0.8, 0.95, 1e-6, 0.01)), 0)),
     # nn.functional.embedding(input, weight, padding_idx, sparse): the dense path here
     # (the row-sparse gradient: tests/nn/test_embedding.py)
     OpInfo("embedding", "index", "sampled",
@@ -815,6 +809,18 @@ OPS: list[OpInfo] = [
                       "2-D"),
                    _E("padding", lambda t: rtx.nn.functional.embedding([0], t, 2), ValueError,
                       "padding_idx"))),
+    # ----------------------------------------------------------------- optim
+    # Backend.adam_rows: SparseAdam's fused step over distinct rows (unsorted here), the
+    # parameter and both moments in place where the backend can
+    OpInfo("adam_rows", "optim", differentiable=False,
+           backend_call=lambda B, f: B.concat(list(B.adam_rows(
+               f(X4.copy()), f(X4 * 0.5), f(X4 * X4 + 0.1), rtx.IndexPlan(np.array([3, 0, 2]), 4),
+               f(X), 0.8, 0.95, 1e-6, 0.01)), 0)),
+    # Backend.adam_step: Adam's dense step (L2 decay, amsgrad here), all state in place
+    OpInfo("adam_step", "optim", differentiable=False,
+           backend_call=lambda B, f: B.concat(list(B.adam_step(
+               f(X4.copy()), f(X4 * 0.5), f(X4 * X4 + 0.1), f(X4 * X4 + 0.2), f(X4[::-1] + 0.3),
+               0.8, 0.95, 1e-6, 0.05, 3, 0.1, False)), 0)),
     # ---------------------------------------------------------------- segment
     # segment_sum is index_add's rule under a second name (its own entry: its face)
     OpInfo("segment_sum", "segment", kind="sampled", call=rtx.segment_sum,

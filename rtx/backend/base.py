@@ -28,6 +28,7 @@ from .index import IndexOps
 from .linalg import LinalgOps
 from .loss import LossOps
 from .message import MessageOps
+from .optim import OptimOps
 from .reduction import ReductionOps
 from .segment import SegmentOps
 from .shape import ShapeOps
@@ -70,11 +71,11 @@ class CreationOps(Family):
 
 
 _MIXINS = (ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps, LossOps,
-           SegmentOps, MessageOps, Gatv2Ops, GroupedOps, CreationOps)
+           SegmentOps, MessageOps, Gatv2Ops, GroupedOps, OptimOps, CreationOps)
 
 
 class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, IndexOps,
-              LossOps, SegmentOps, MessageOps, Gatv2Ops, GroupedOps, CreationOps,
+              LossOps, SegmentOps, MessageOps, Gatv2Ops, GroupedOps, OptimOps, CreationOps,
               ABC):
     """Abstract backend.  Subclasses implement the four core methods.
 

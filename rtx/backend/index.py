@@ -32,9 +32,6 @@ import numpy as np
 from .._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from .._dtypes import check_rows
 from .._kernels import (
-    adam_rows as _adam_rows_kernel,
-)
-from .._kernels import (
     gather_rows,
     get_parallel_thresholds,
     scatter_add_csr,
@@ -185,46 +182,6 @@ class IndexOps(Family):
         scatter_add_rows(sc, idx, out.reshape(n, row),
                          _index_threads(sc.nbytes + out.nbytes, "scatter"))
         return out
-
-    @host_body("param", "exp_avg", "exp_avg_sq", "grad")
-    def adam_rows(self, param: Any, exp_avg: Any, exp_avg_sq: Any, indices: Any, grad: Any,
-                  beta1: float, beta2: float, eps: float,
-                  step_size: float) -> tuple[Any, Any, Any]:
-        """SparseAdam's lazy step over the rows ``indices`` (a plan over ``param``'s
-        rows, distinct: a coalesced gradient's), in one fused pass (``adam_rows``
-        in ``rtx/_optim.pxi``: torch.optim.SparseAdam's arithmetic, in the
-        parameter's dtype).  ``param``, ``exp_avg``, ``exp_avg_sq``: one float
-        dtype and shape; ``grad``: ``[len(indices), *param.shape[1:]]``.  Writes
-        into the three buffers where they are writable and contiguous (the CPU
-        backend's own: only the indexed rows are touched), else into copies;
-        returns the three arrays that hold the result (the caller rebinds)."""
-        if param.ndim < 1:
-            raise ValueError("adam_rows(): param must have at least 1 dimension")
-        shape = param.shape
-        add_plan(grad.shape, indices, shape[0])
-        for name, a in (("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
-            if a.shape != shape:
-                raise ValueError(f"adam_rows(): {name} of shape {a.shape} does not match "
-                                 f"param's {shape}")
-        if param.dtype not in _KERNEL_DTYPES or any(
-                a.dtype != param.dtype for a in (exp_avg, exp_avg_sq, grad)):
-            got = [str(a.dtype) for a in (param, exp_avg, exp_avg_sq, grad)]
-            raise TypeError("adam_rows(): param, exp_avg, exp_avg_sq and grad must share one "
-                            f"float dtype, got {got}")
-        if grad.shape[1:] != shape[1:]:
-            raise ValueError(f"adam_rows(): grad of shape {grad.shape} does not match rows "
-                             f"of {shape}")
-        idx = indices._idx
-        if len(idx) > 1 and not bool((idx[1:] > idx[:-1]).all()) \
-                and len(np.unique(idx)) != len(idx):
-            raise ValueError("adam_rows(): the rows must be distinct (a coalesced gradient's)")
-        p, m, v = (a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")
-                   for a in (param, exp_avg, exp_avg_sq))
-        n, row = shape[0], math.prod(shape[1:])
-        _adam_rows_kernel(p.reshape(n, row), m.reshape(n, row), v.reshape(n, row), idx,
-                          np.ascontiguousarray(grad).reshape(len(idx), row), float(beta1),
-                          float(beta2), float(eps), float(step_size), get_num_threads())
-        return p, m, v
 
     def index_accumulate(self, dst: Any, indices: Any, src: Any) -> Any:
         """``dst[indices[i]] += src[i]`` (repeats accumulate), written into ``dst``'s

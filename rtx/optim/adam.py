@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..functional import maximum
-from ..tensor import Tensor, as_tensor
+from ..tensor import Tensor, as_tensor, bump_version
 from .optimizer import Optimizer, ParamsT
 
 
@@ -53,32 +50,32 @@ class Adam(Optimizer):
         for group in self.param_groups:
             b1, b2 = group["betas"]
             lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-            grads: Iterator[tuple[Tensor, Tensor]]
-            if self._decoupled:
-                grads = ((p, p.grad) for p in group["params"] if p.grad is not None)
-            else:
-                grads = self._grads(group)
-            for p, g in grads:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
                 st = self.state.get(id(p))
                 if st is None:
                     st = self.state[id(p)] = {"step": 0, "exp_avg": _zeros(p),
                                               "exp_avg_sq": _zeros(p)}
                     if group["amsgrad"]:
                         st["max_exp_avg_sq"] = _zeros(p)
-                if self._decoupled and wd:
-                    p.mul_(1 - lr * wd)
                 st["step"] += 1
-                t = st["step"]
                 m, v = st["exp_avg"], st["exp_avg_sq"]
-                m.mul_(b1).add_(g, alpha=1 - b1)
-                v.mul_(b2).add_(g * g, alpha=1 - b2)
-                if group["amsgrad"]:
-                    vmax = st["max_exp_avg_sq"]
-                    vmax.copy_(maximum(vmax, v))
-                    v = vmax
-                step_size = lr / (1 - b1**t)
-                denom = v.sqrt() / math.sqrt(1 - b2**t) + eps
-                p.sub_(m / denom * step_size)
+                vmax = st.get("max_exp_avg_sq") if group["amsgrad"] else None
+                # one fused pass (Backend.adam_step): the L2 (or decoupled) decay,
+                # both moments, amsgrad's max and the parameter, in place
+                B = p._ad.inner
+                grad = g.detach().contiguous()
+                if grad.dtype != p.dtype:
+                    grad = grad.to(p.dtype)
+                p._value, m._value, v._value, vm = B.adam_step(
+                    p._value, m._value, v._value, None if vmax is None else vmax._value,
+                    grad._value, b1, b2, eps, lr, st["step"], wd, self._decoupled)
+                if vmax is not None:
+                    vmax._value = vm
+                for a in (p, m, v) if vmax is None else (p, m, v, vmax):
+                    bump_version(a)
 
 
 class AdamW(Adam):

@@ -1,5 +1,6 @@
-"""The fused SparseAdam row step (rtx/_optim.pxi ``adam_rows``, ``Backend.adam_rows``)
-against torch.optim.SparseAdam's arithmetic transcribed in numpy."""
+"""The fused optimiser updates of rtx/_optim.pxi: SparseAdam's row step (``adam_rows``,
+``Backend.adam_rows``) and Adam's dense step (``adam_step``, ``Backend.adam_step``),
+against torch.optim's arithmetic transcribed in numpy."""
 
 from __future__ import annotations
 
@@ -143,3 +144,108 @@ def test_sparse_adam_steps_only_the_batch_rows_in_place():
     assert w.__array_interface__["data"][0] == addr       # the same buffer
     moved = np.flatnonzero((w != w0).any(1))
     np.testing.assert_array_equal(moved, [5, 7, 900])
+
+
+# ------------------------------------------------------------------ adam_step
+LR = 0.05
+
+
+def _ref_dense(p, m, v, vmax, g, t, wd, decoupled):
+    """torch.optim.Adam / AdamW's single-tensor step, in numpy (same dtype)."""
+    p, m, v = p.copy(), m.copy(), v.copy()
+    dt = p.dtype.type
+    if decoupled:
+        p = p * dt(1 - LR * wd)
+    elif wd:
+        g = g + p * dt(wd)
+    m = m * dt(B1) + g * dt(1 - B1)
+    v = v * dt(B2) + (g * g) * dt(1 - B2)
+    use = v
+    if vmax is not None:
+        vmax = np.maximum(vmax, v)
+        use = vmax
+    denom = np.sqrt(use) / dt(np.sqrt(1 - B2 ** t)) + dt(EPS)
+    p = p - (m / denom) * dt(LR / (1 - B1 ** t))
+    return p, m, v, vmax
+
+
+def _dense_case(dtype, shape=(37, 5), seed=0):
+    rng = np.random.default_rng(seed)
+    p = rng.normal(size=shape).astype(dtype)
+    m = (rng.normal(size=shape) * 0.1).astype(dtype)
+    v = rng.uniform(0, 0.2, shape).astype(dtype)
+    vmax = (v + rng.uniform(-0.05, 0.05, shape)).clip(0).astype(dtype)
+    g = rng.normal(size=shape).astype(dtype)
+    return p, m, v, vmax, g
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wd,decoupled", [(0.0, False), (0.1, False), (0.3, True)])
+@pytest.mark.parametrize("ams", [False, True])
+def test_dense_step_matches_torch_arithmetic(dtype, wd, decoupled, ams):
+    p, m, v, vmax, g = _dense_case(dtype)
+    if not ams:
+        vmax = None
+    want = _ref_dense(p, m, v, vmax, g, 4, wd, decoupled)
+    got = [None if a is None else a.copy() for a in (p, m, v, vmax)]
+    out = CpuBackend().adam_step(*got, g, B1, B2, EPS, LR, 4, wd, decoupled)
+    assert all(o is a for o, a in zip(out, got, strict=True))     # in place
+    tol = 2e-6 if dtype == np.float32 else 1e-14
+    for a, w in zip(out, want, strict=True):
+        if w is None:
+            assert a is None
+            continue
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dense_step_same_bits_at_any_thread_count(dtype):
+    p, m, v, vmax, g = _dense_case(dtype, shape=(300_000,), seed=4)   # above the serial cut
+    outs = []
+    for t in (1, 2, 3, 4):
+        a = [x.copy() for x in (p, m, v, vmax)]
+        _kernels.adam_step(a[0], a[1], a[2], g, B1, B2, EPS, 0.01, 0.5, 0.1, False, LR, t, a[3])
+        outs.append(a)
+    for o in outs[1:]:
+        for x, y in zip(o, outs[0], strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_dense_amsgrad_max_propagates_nan_as_numpy():
+    p, m, v, vmax, g = _dense_case(np.float64, shape=(4,))
+    vmax[1] = np.nan
+    g[2] = np.nan
+    want = _ref_dense(p, m, v, vmax, g, 2, 0.0, False)
+    got = [a.copy() for a in (p, m, v, vmax)]
+    CpuBackend().adam_step(*got, g, B1, B2, EPS, LR, 2)
+    for a, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, w, rtol=1e-14, equal_nan=True)
+    assert np.isnan(got[3][1]) and np.isnan(got[3][2])
+
+
+def test_dense_step_bad_arguments_raise_before_anything_is_written():
+    p, m, v, vmax, g = _dense_case(np.float64)
+    keep = [a.copy() for a in (p, m, v, vmax)]
+    B = CpuBackend()
+    with pytest.raises(ValueError, match="exp_avg_sq"):
+        B.adam_step(p, m, v[:-1], None, g, B1, B2, EPS, LR, 1)
+    with pytest.raises(ValueError, match="max_exp_avg_sq"):
+        B.adam_step(p, m, v, vmax[:, :2], g, B1, B2, EPS, LR, 1)
+    with pytest.raises(TypeError, match="dtype"):
+        B.adam_step(p, m, v, None, g.astype(np.float32), B1, B2, EPS, LR, 1)
+    with pytest.raises(ValueError, match="step"):
+        B.adam_step(p, m, v, None, g, B1, B2, EPS, LR, 0)
+    with pytest.raises(ValueError, match="one length"):
+        _kernels.adam_step(p.reshape(-1), m.reshape(-1), v.reshape(-1)[:-1], g.reshape(-1),
+                           B1, B2, EPS, 0.1, 0.5, 0.0, False, LR, 2)
+    for a, k in zip((p, m, v, vmax), keep, strict=True):
+        np.testing.assert_array_equal(a, k)
+    ro = [a.copy() for a in (p, m, v)]
+    for a in ro:
+        a.flags.writeable = False
+    out = B.adam_step(*ro, None, g, B1, B2, EPS, LR, 1)
+    assert out[3] is None
+    for o, a, k in zip(out[:3], ro, keep[:3], strict=True):
+        assert o is not a
+        np.testing.assert_array_equal(a, k)
