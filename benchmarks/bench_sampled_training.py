@@ -28,6 +28,12 @@ score the model.  Each side runs in a child process of its own, alternately
 Reported per side: seconds per 100 batches (median over rounds) and peak RSS
 (``VmHWM``, the whole child: graph, sampler, model and optimiser state).  The load
 average is printed at the start and the end: figures above 1 are not of record.
+
+``--epoch`` trains one whole epoch on the graph's own labels instead (every training
+paper once, ``--batches`` and ``--warmup`` ignored, every batch timed) and then scores
+both models the same way: test papers (2019) in batches of 1024 with the same fanouts
+(sampled evaluation, forward only), accuracy = argmax against the label.  The issue's
+target: one-epoch accuracy within 1 point of DGL's.
 """
 
 from __future__ import annotations
@@ -52,8 +58,18 @@ import bench_sampling as bs  # noqa: E402  (the graph files and helpers)
 NUM_CLASSES = 349
 
 
-def _labels(n: int) -> np.ndarray:
+def _labels(n: int, d: str | None = None) -> np.ndarray:
+    """The graph's own labels (``--epoch``: ``y.npy`` beside the graph), else random."""
+    if d is not None and os.path.exists(os.path.join(d, "y.npy")):
+        return np.load(os.path.join(d, "y.npy"))
     return np.random.default_rng(7).integers(0, NUM_CLASSES, n)
+
+
+def _plan(a: dict[str, Any], train: np.ndarray) -> int:
+    """Batches to run: a whole epoch with ``--epoch``, else warmup + timed."""
+    if a.get("epoch"):
+        return -(-len(train) // bs.BATCH)
+    return a["warmup"] + a["batches"]
 
 
 def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +86,7 @@ def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
     data["paper"].x = rtx.from_numpy(x)
     for et, ei in edges.items():
         data[et].edge_index = ei
-    y = _labels(nodes["paper"])
+    y = _labels(nodes["paper"], d if a.get("epoch") else None)
     rtx.manual_seed(0)
     model = rtx.nn.HetGAT(data.metadata(), {nt: (x.shape[1] if nt == "paper" else None)
                                             for nt in nodes}, a["hidden"], NUM_CLASSES,
@@ -81,7 +97,9 @@ def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
                             batch_size=bs.BATCH, shuffle=True, seed=1, prefetch=1)
     it = iter(loader)
     t = 0.0
-    for b in range(a["warmup"] + a["batches"]):
+    nb = _plan(a, train)
+    warm = 0 if a.get("epoch") else a["warmup"]
+    for b in range(nb):
         t0 = time.perf_counter()
         batch = next(it)
         k = batch["paper"].batch_size
@@ -96,11 +114,27 @@ def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
         loss.backward()
         for o in opts:
             o.step()
-        if b >= a["warmup"]:
+        if b >= warm:
             t += time.perf_counter() - t0
     it.close()
-    return {"train_s": t, "batches": a["batches"], "loss": float(loss.item()),
-            "peak_rss_mib": bs._peak_rss_mib()}
+    res = {"train_s": t, "batches": nb - warm, "loss": float(loss.item()),
+           "peak_rss_mib": bs._peak_rss_mib()}
+    if a.get("epoch"):
+        test = np.load(os.path.join(d, "test.npy"))
+        ev = NeighborLoader(data, a["fanouts"], input_nodes=("paper", test),
+                            batch_size=bs.BATCH, shuffle=False, seed=2, prefetch=1)
+        right = 0
+        with rtx.no_grad():
+            for batch in ev:
+                k = batch["paper"].batch_size
+                out = model(batch.x_dict, batch.edge_index_dict, batch.n_id_dict,
+                            num_sampled_nodes_dict=batch.num_sampled_nodes_dict,
+                            num_sampled_edges_dict=batch.num_sampled_edges_dict)[:k]
+                pred = out.numpy().argmax(1)
+                right += int((pred == y[batch["paper"].n_id.numpy()[:k]]).sum())
+        res["test_acc"] = right / len(test)
+        res["peak_rss_mib"] = bs._peak_rss_mib()
+    return res
 
 
 def child_dgl(d: str, a: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +151,7 @@ def child_dgl(d: str, a: dict[str, Any]) -> dict[str, Any]:
                          for et, ei in edges.items()}, num_nodes_dict=nodes)
     del edges
     feat = torch.from_numpy(x)
-    y = torch.from_numpy(_labels(nodes["paper"]))
+    y = torch.from_numpy(_labels(nodes["paper"], d if a.get("epoch") else None))
     H, hid = a["heads"], a["hidden"]
     torch.manual_seed(0)
 
@@ -155,7 +189,9 @@ def child_dgl(d: str, a: dict[str, Any]) -> dict[str, Any]:
                                         batch_size=bs.BATCH, shuffle=True, num_workers=0)
     it = iter(loader)
     t = 0.0
-    for b in range(a["warmup"] + a["batches"]):
+    nb = _plan(a, train)
+    warm = 0 if a.get("epoch") else a["warmup"]
+    for b in range(nb):
         t0 = time.perf_counter()
         input_nodes, output_nodes, blocks = next(it)
         out = model(blocks, input_nodes)
@@ -165,10 +201,22 @@ def child_dgl(d: str, a: dict[str, Any]) -> dict[str, Any]:
         loss.backward()
         for o in opts:
             o.step()
-        if b >= a["warmup"]:
+        if b >= warm:
             t += time.perf_counter() - t0
-    return {"train_s": t, "batches": a["batches"], "loss": float(loss.item()),
-            "peak_rss_mib": bs._peak_rss_mib()}
+    res = {"train_s": t, "batches": nb - warm, "loss": float(loss.item()),
+           "peak_rss_mib": bs._peak_rss_mib()}
+    if a.get("epoch"):
+        test = torch.from_numpy(np.load(os.path.join(d, "test.npy")))
+        ev = dgl.dataloading.DataLoader(g, {"paper": test}, sampler, batch_size=bs.BATCH,
+                                        shuffle=False, num_workers=0)
+        right = 0
+        with torch.no_grad():
+            for input_nodes, output_nodes, blocks in ev:
+                pred = model(blocks, input_nodes).argmax(1)
+                right += int((pred == y[output_nodes["paper"]]).sum())
+        res["test_acc"] = right / len(test)
+        res["peak_rss_mib"] = bs._peak_rss_mib()
+    return res
 
 
 def _run_child(python: str, side: str, d: str, a: dict[str, Any]) -> dict | None:
@@ -198,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-trim", action="store_true",
                     help="rtx: every layer on the whole batch (no trim to the layer)")
     ap.add_argument("--quick", action="store_true", help="scale 0.01, 3 batches, 1 round")
+    ap.add_argument("--epoch", action="store_true",
+                    help="one whole epoch on the graph's labels, then test accuracy (sampled)")
     ap.add_argument("--json", default=None, help="also write the results here (atomically)")
     ap.add_argument("--timeout", type=float, default=7200)
     ap.add_argument("--child", choices=["rtx", "dgl"], help=argparse.SUPPRESS)
@@ -219,7 +269,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_dgl and dgl_py is None:
         print("# DGL not found (--dgl-python / $RTX_DGL_PYTHON): rtx only")
     t0 = time.perf_counter()
-    g = bs._from_synthetic_mag(args.scale, 0) or bs.mag_graph(args.scale, 0)
+    labels = None
+    if args.epoch:
+        bs.use_checkout_build()
+        import rtx.datasets
+
+        src = rtx.datasets.synthetic_mag(scale=args.scale, seed=0)
+        pp = src["paper"]
+        labels = (bs._host(pp.y).astype(np.int64), np.flatnonzero(bs._host(pp.test_mask)))
+        g = bs._read_mag(src)
+        del src, pp
+    else:
+        g = bs._from_synthetic_mag(args.scale, 0) or bs.mag_graph(args.scale, 0)
     nodes, edges, x, train = g
     print(f"# graph ({time.perf_counter() - t0:.1f} s): {sum(nodes.values()):,} nodes, "
           f"{sum(e.shape[1] for e in edges.values()):,} edges, {len(train):,} training papers; "
@@ -227,10 +288,15 @@ def main(argv: list[str] | None = None) -> int:
           f"heads, {args.threads} threads, {args.batches} timed batches after {args.warmup}")
     a = {"fanouts": args.fanouts, "threads": args.threads, "batches": args.batches,
          "warmup": args.warmup, "hidden": args.hidden, "heads": args.heads,
-         "timeout": args.timeout, "no_trim": args.no_trim}
+         "timeout": args.timeout, "no_trim": args.no_trim, "epoch": args.epoch}
     runs: dict[str, list[dict]] = {"rtx": [], "dgl": []}
     with tempfile.TemporaryDirectory(prefix="rtx-bench-sampled-training-") as d:
         bs.save_graph(d, nodes, edges, x, train)
+        if labels is not None:
+            np.save(os.path.join(d, "y.npy"), labels[0])
+            np.save(os.path.join(d, "test.npy"), labels[1])
+            print(f"# one epoch: {-(-len(train) // bs.BATCH)} batches, then "
+                  f"{len(labels[1]):,} test papers (sampled evaluation, same fanouts)")
         del g, nodes, edges, x, train
         for _ in range(args.rounds):
             for side, py in (("rtx", sys.executable), ("dgl", dgl_py)):
@@ -246,12 +312,21 @@ def main(argv: list[str] | None = None) -> int:
                                                         for r in rs),
                          "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
                          "loss": rs[-1]["loss"]}
+            acc = ""
+            if "test_acc" in rs[-1]:
+                res[side]["test_acc"] = statistics.median(r["test_acc"] for r in rs)
+                res[side]["epoch_s"] = statistics.median(r["train_s"] for r in rs)
+                acc = (f"   test acc {res[side]['test_acc']:.4f} after one epoch "
+                       f"({res[side]['epoch_s']:.0f} s)")
             print(f"  {side:4} {res[side]['s_per_100']:16.1f} {res[side]['peak_rss_mib']:13,.0f}"
-                  f" {res[side]['loss']:10.3f}")
+                  f" {res[side]['loss']:10.3f}{acc}")
     if "rtx" in res and "dgl" in res:
         print(f"  rtx / dgl: {res['rtx']['s_per_100'] / res['dgl']['s_per_100']:.2f}x the time "
               f"(target <= 0.5x), {res['rtx']['peak_rss_mib'] / res['dgl']['peak_rss_mib']:.2f}x "
               "the peak RSS (target <= 0.6x)")
+        if "test_acc" in res["rtx"] and "test_acc" in res["dgl"]:
+            gap = 100 * (res["rtx"]["test_acc"] - res["dgl"]["test_acc"])
+            print(f"  one-epoch test accuracy, rtx - dgl: {gap:+.2f} points (target within 1)")
     print(f"# load average at end (1/5/15 min): {bs._loadavg()}")
     if args.json:
         bs.use_checkout_build()
