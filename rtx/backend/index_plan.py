@@ -282,12 +282,13 @@ class EdgeIndex:
     gives (once, then from a cache on the plan) the edges GAT attends over.
     """
 
-    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_lock", "__weakref__")
+    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_compact", "_lock", "__weakref__")
     src: IndexPlan
     dst: IndexPlan
     # for an EdgeIndex made by with_self_loops(): where its edges came from
     self_loop_info: SelfLoops | None
     _loops: EdgeIndex | None
+    _compact: tuple[IndexPlan, EdgeIndex] | None
     _lock: threading.Lock
 
     def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
@@ -325,6 +326,7 @@ class EdgeIndex:
     def _init_caches(self, info: SelfLoops | None = None) -> None:
         self.self_loop_info = info
         self._loops = None
+        self._compact = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -360,6 +362,33 @@ class EdgeIndex:
                 if loops is None:
                     loops = self._loops = self._build_loops()
         return loops
+
+    def compact_sources(self) -> tuple[IndexPlan, EdgeIndex]:
+        """``(sources, edges)``: the distinct sources of these edges (ascending, a
+        plan over ``num_src``) and these edges with each source renumbered to its
+        position among them (over ``len(sources)`` sources; the same target plan,
+        its grouping shared; the same ``self_loop_info``).  What a layer uses to
+        transform only the source rows its edges read (a sampled layer's sources
+        are often many more than its edges).  Built once (O(num_src + E), no
+        second bounds check) and cached on this plan."""
+        c = self._compact
+        if c is None:
+            with self._lock:
+                c = self._compact
+                if c is None:
+                    c = self._compact = self._build_compact()
+        return c
+
+    def _build_compact(self) -> tuple[IndexPlan, EdgeIndex]:
+        src = self.src._idx
+        mark = np.zeros(self.num_src, dtype=np.bool_)
+        mark[src] = True
+        uniq = np.flatnonzero(mark)
+        pos = np.cumsum(mark, dtype=np.int64)
+        pos -= 1
+        local = pos[src]
+        return (_derived(uniq, self.num_src),
+                EdgeIndex._trusted(_derived(local, len(uniq)), self.dst, self.self_loop_info))
 
     def _build_loops(self) -> EdgeIndex:
         src, dst = self.src._idx, self.dst._idx

@@ -191,6 +191,82 @@ def test_logits_from_the_projection_when_it_is_narrower(bipartite, dtype):
                                     lambda m, u, w: m(u, ei, w))
 
 
+@pytest.mark.parametrize("loops", [True, False])
+@pytest.mark.parametrize("edge_dim", [None, 3])
+def test_only_the_sources_the_edges_read_are_transformed(loops, edge_dim, dtype, monkeypatch):
+    """A bipartite layer whose edges read few of many wide sources transforms only
+    those rows (EdgeIndex.compact_sources): the reference's values, and gradients
+    equal to the path that transforms every row (float64 gradcheck too)."""
+    import rtx.nn.conv.gat_conv as gat_mod
+
+    rng = np.random.default_rng(17)
+    ns, nd, F, E = 400, 30, 96, 60                      # 60 edges < 0.7 * 400 sources
+    x = rng.standard_normal((ns, F)).astype(dtype)
+    xd = rng.standard_normal((nd, F)).astype(dtype)
+    ei = np.stack([rng.integers(0, ns, E), rng.integers(0, nd, E)])
+    attr = None if edge_dim is None else rng.standard_normal((E, edge_dim)).astype(dtype)
+    rtx.manual_seed(3)
+    conv = GATConv((F, F), 16, heads=4, add_self_loops=loops, edge_dim=edge_dim).to(dtype)
+    calls = []
+    real = gat_mod._compact
+    monkeypatch.setattr(gat_mod, "_compact", lambda *a: calls.append(real(*a)) or calls[-1])
+
+    def run(compact):
+        monkeypatch.setattr(gat_mod, "_compact",
+                            (lambda *a: calls.append(real(*a)) or calls[-1]) if compact
+                            else (lambda *a: False))
+        xs, xt = rtx.tensor(x, requires_grad=True), rtx.tensor(xd, requires_grad=True)
+        conv.zero_grad()
+        out = conv((xs, xt), ei, None if attr is None else rtx.tensor(attr))
+        (out * rtx.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape)
+                          .astype(dtype))).sum().backward()
+        return out.numpy(), xs.grad.numpy(), xt.grad.numpy(), {
+            k: p.grad.numpy() for k, p in conv.named_parameters()}
+
+    got, want = run(True), run(False)
+    assert calls and all(calls)                          # the compact path ran
+    ref, _, _ = gat_conv_ref((x, xd), ei, conv.state_dict(), 4, 16, edge_attr=attr,
+                             add_self_loops=loops)
+    np.testing.assert_allclose(got[0], ref, **tol(dtype))
+    np.testing.assert_array_equal(got[0], want[0])       # the same rows, transformed alike
+    for a, b in zip(got[1:3], want[1:3], strict=True):
+        np.testing.assert_allclose(a, b, **tol(dtype))
+    read = np.union1d(ei[0], np.arange(min(ns, nd)) if loops else [])
+    assert not got[1][np.setdiff1d(np.arange(ns), read)].any()   # unread rows: no gradient
+    for k in got[3]:
+        np.testing.assert_allclose(got[3][k], want[3][k], **tol(dtype), err_msg=k)
+    if dtype == np.float64:                              # a small case the rule still takes
+        monkeypatch.setattr(gat_mod, "_compact", lambda *a: calls.append(real(*a)) or calls[-1])
+        ns, nd, E = 40, 6, 8
+        x, xd = rng.standard_normal((ns, 64)), rng.standard_normal((nd, 64))
+        ei = np.stack([rng.integers(0, ns, E), rng.integers(0, nd, E)])
+        conv = GATConv((64, 64), 16, heads=4, add_self_loops=loops, edge_dim=edge_dim).double()
+        args = [rtx.tensor(x), rtx.tensor(xd)] + (
+            [] if attr is None else [rtx.tensor(rng.standard_normal((E, edge_dim)))])
+        calls.clear()
+        # w.r.t. the inputs (the parameters' gradients are compared above)
+        leaves = [a.requires_grad_() for a in args]
+        assert rtx.autograd.gradcheck(lambda u, v, *w: conv((u, v), ei, *w), leaves,
+                                      eps=1e-6, atol=1e-6, rtol=1e-4)
+        assert calls and all(calls)
+
+
+def test_compact_sources_renumbers_and_shares_the_target_grouping():
+    rng = np.random.default_rng(2)
+    ei = np.stack([rng.integers(0, 50, 40) * 3, rng.integers(0, 9, 40)])   # sources < 150
+    e = rtx.EdgeIndex(ei, 150, 9).with_self_loops()
+    rows, c = e.compact_sources()
+    assert e.compact_sources()[1] is c                   # cached
+    r = rows.indices
+    np.testing.assert_array_equal(r, np.unique(e.src.indices))
+    np.testing.assert_array_equal(r[c.src.indices], e.src.indices)
+    assert c.dst is e.dst and c.num_src == len(r) and c.num_dst == 9
+    assert c.self_loop_info is e.self_loop_info
+    empty = rtx.EdgeIndex(np.zeros((2, 0), np.int64), 5, 3)
+    rows, c = empty.compact_sources()
+    assert len(rows) == 0 and c.num_edges == 0 and c.num_src == 0
+
+
 def test_pyg_state_dict_loads_and_gives_reference_outputs():
     """numpy arrays under PyG's names and shapes load strictly, and the layer then
     computes the reference formula with them."""

@@ -221,16 +221,22 @@ class GATConv(Module):
         used = ei.with_self_loops() if self.add_self_loops else ei
         loops = used.self_loop_info
         # Messages come from the transformed sources only (W_dst x_dst enters just
-        # through the attention logits).
-        hs3 = (x_src @ w_src.T).reshape(n_src, H, C)
+        # through the attention logits).  Only the source rows the edges read are
+        # transformed when that spares work (_compact: a sampled layer's sources
+        # are often far more than its edges); mp holds the edges over those rows.
+        mp, xs = used, x_src
+        if x_dst is not x_src and _compact(used, x_src.shape[1], H * C):
+            rows, mp = used.compact_sources()
+            xs = index_select(x_src, rows)
+        hs3 = (xs @ w_src.T).reshape(xs.shape[0], H, C)
         # Attention logits per node and head, [N, H] (never per edge and channel):
         # <att, W x> from the transformed rows (head_dot: one pass over [N, H*C]) when
         # they are narrower than the input, else as x @ (att folded into W).T (one
         # pass over [N, F], and for targets no [N, H*C] projection at all).
         narrow = H * C < x_src.shape[1] and self.att_src.dtype == hs3.dtype
         a_src = (head_dot(hs3, self.att_src.reshape(H, C)) if narrow
-                 else self._logits(x_src, w_src, self.att_src))
-        e = index_select(a_src, used.src)
+                 else self._logits(xs, w_src, self.att_src))
+        e = index_select(a_src, mp.src)
         if x_dst is not None:
             a_dst = (head_dot(hs3, self.att_dst.reshape(H, C)) if narrow and x_dst is x_src
                      else self._logits(x_dst, w_dst, self.att_dst))
@@ -243,7 +249,7 @@ class GATConv(Module):
         alpha = segment_softmax(e, used.dst, n_dst)
         if self.dropout > 0.0 and self.training:
             alpha = F.dropout(alpha, p=self.dropout, training=True)
-        out = message_passing(hs3, used, n_dst, alpha)  # [N_dst, H, C]
+        out = message_passing(hs3, mp, n_dst, alpha)  # [N_dst, H, C]
         out = out.reshape(n_dst, H * C) if self.concat else out.mean(1)
         if self.res is not None and x_dst is not None:
             out = out + self.res(x_dst)
@@ -329,6 +335,19 @@ class GATConv(Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+def _compact(edges: EdgeIndex, width: int, out_width: int) -> bool:
+    """Whether to transform only the source rows ``edges`` read: when the edges are
+    fewer than 0.7x the sources (a bound on the rows spared, checked before any
+    work) and each row's transform is wide enough (``width * out_width >= 4096``
+    multiply-adds) to outweigh the row gather and the renumbering; then only
+    when at most 0.8x the sources are read."""
+    n = edges.num_src
+    if width * out_width < 4096 or edges.num_edges >= 0.7 * n:
+        return False
+    rows, _ = edges.compact_sources()
+    return len(rows) <= 0.8 * n
 
 
 def _col(values: np.ndarray, like: Tensor) -> Tensor:
