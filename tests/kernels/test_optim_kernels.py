@@ -37,6 +37,7 @@ def _case(dtype, n=50, d=7, k=20, seed=0):
     return p, m, v, rows, g
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 7, 64])
 def test_matches_torch_arithmetic_and_leaves_other_rows_alone(dtype, d):
@@ -68,6 +69,7 @@ def test_same_bits_at_any_thread_count(dtype):
             np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.valgrind
 def test_int32_rows_and_1d_parameters():
     p, m, v, rows, g = _case(np.float64, d=1)
     want = _ref(p[:, 0], m[:, 0], v[:, 0], rows, g[:, 0])
@@ -78,6 +80,7 @@ def test_int32_rows_and_1d_parameters():
         np.testing.assert_allclose(a, w, rtol=1e-14)
 
 
+@pytest.mark.valgrind
 def test_read_only_buffers_are_copied_not_written():
     p, m, v, rows, g = _case(np.float64)
     want = _ref(p, m, v, rows, g)
@@ -91,6 +94,7 @@ def test_read_only_buffers_are_copied_not_written():
         np.testing.assert_allclose(o, w, rtol=1e-14)
 
 
+@pytest.mark.valgrind
 def test_bad_arguments_raise_before_anything_is_written():
     p, m, v, rows, g = _case(np.float64)
     B = CpuBackend()
@@ -179,6 +183,7 @@ def _dense_case(dtype, shape=(37, 5), seed=0):
     return p, m, v, vmax, g
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("wd,decoupled", [(0.0, False), (0.1, False), (0.3, True)])
 @pytest.mark.parametrize("ams", [False, True])
@@ -212,6 +217,7 @@ def test_dense_step_same_bits_at_any_thread_count(dtype):
             np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.valgrind
 def test_dense_amsgrad_max_propagates_nan_as_numpy():
     p, m, v, vmax, g = _dense_case(np.float64, shape=(4,))
     vmax[1] = np.nan
@@ -224,6 +230,7 @@ def test_dense_amsgrad_max_propagates_nan_as_numpy():
     assert np.isnan(got[3][1]) and np.isnan(got[3][2])
 
 
+@pytest.mark.valgrind
 def test_dense_step_bad_arguments_raise_before_anything_is_written():
     p, m, v, vmax, g = _dense_case(np.float64)
     keep = [a.copy() for a in (p, m, v, vmax)]

@@ -132,6 +132,7 @@ def _class_of(nbytes):
 MIB = 1 << 20
 
 
+@pytest.mark.valgrind
 def test_a_block_up_to_two_classes_larger_serves_from_the_cache():
     c1, c2, c3 = _class_of(MIB + 1), _class_of(_class_of(MIB + 1) + 1), None
     c3 = _class_of(c2 + 1)
@@ -171,6 +172,7 @@ def test_a_block_up_to_two_classes_larger_serves_from_the_cache():
     rtx.empty_cache()
 
 
+@pytest.mark.valgrind
 def test_a_freed_block_evicts_the_least_recently_used_classes():
     old = rtx.get_cache_limit()
     a, b, c = MIB, 3 * MIB // 2, 2 * MIB     # classes of their own, > 2 classes apart
