@@ -355,13 +355,19 @@ class EdgeIndex:
         edges it kept (``kept``: a plan of their positions, over ``num_edges``;
         ``kept_dst``: their targets, over ``num_dst``) and how many loops it added.
         """
-        loops = self._loops
-        if loops is None:
-            with self._lock:
-                loops = self._loops
-                if loops is None:
-                    loops = self._loops = self._build_loops()
+        loops: EdgeIndex = self._cached("_loops", self._build_loops)
         return loops
+
+    def _cached(self, slot: str, build: Any) -> Any:
+        """``self.<slot>``, built by ``build()`` the first time (once, under the lock)."""
+        value = getattr(self, slot)
+        if value is None:
+            with self._lock:
+                value = getattr(self, slot)
+                if value is None:
+                    value = build()
+                    setattr(self, slot, value)
+        return value
 
     def compact_sources(self) -> tuple[IndexPlan, EdgeIndex]:
         """``(sources, edges)``: the distinct sources of these edges (ascending, a
@@ -371,12 +377,7 @@ class EdgeIndex:
         transform only the source rows its edges read (a sampled layer's sources
         are often many more than its edges).  Built once (O(num_src + E), no
         second bounds check) and cached on this plan."""
-        c = self._compact
-        if c is None:
-            with self._lock:
-                c = self._compact
-                if c is None:
-                    c = self._compact = self._build_compact()
+        c: tuple[IndexPlan, EdgeIndex] = self._cached("_compact", self._build_compact)
         return c
 
     def _build_compact(self) -> tuple[IndexPlan, EdgeIndex]:
