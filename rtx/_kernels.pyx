@@ -27,7 +27,7 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_dlpack.pxi``   DLPack import/export
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
 - ``_negative.pxi`` negative sampling of non-edges (rtx.utils.negative_sampling)
-- ``_optim.pxi``    fused optimiser row updates (rtx.optim.SparseAdam)
+- ``_optim.pxi``    fused optimiser updates (rtx.optim.SparseAdam, Adam, AdamW)
 """
 
 from cython.parallel cimport prange

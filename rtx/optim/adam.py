@@ -62,7 +62,7 @@ class Adam(Optimizer):
                         st["max_exp_avg_sq"] = _zeros(p)
                 st["step"] += 1
                 m, v = st["exp_avg"], st["exp_avg_sq"]
-                vmax = st.get("max_exp_avg_sq") if group["amsgrad"] else None
+                vmax = st["max_exp_avg_sq"] if group["amsgrad"] else None
                 # one fused pass (Backend.adam_step): the L2 (or decoupled) decay,
                 # both moments, amsgrad's max and the parameter, in place
                 B = p._ad.inner
