@@ -59,10 +59,16 @@ def test_matches_torch_arithmetic_and_leaves_other_rows_alone(dtype, d):
 def test_same_bits_at_any_thread_count(dtype):
     p, m, v, rows, g = _case(dtype, n=20000, d=32, k=9000, seed=3)   # above the serial cut
     snap = snapshot(rows.astype(np.int64), len(p), "t")
+    _same_at_every_thread_count((p, m, v),
+                                lambda a, t: _kernels.adam_rows(*a, snap, g, B1, B2, EPS, STEP, t))
+
+
+def _same_at_every_thread_count(state, step):
+    """``step(copies of state, threads)`` at 1-4 threads writes the same bits."""
     outs = []
     for t in (1, 2, 3, 4):
-        a = [x.copy() for x in (p, m, v)]
-        _kernels.adam_rows(*a, snap, g, B1, B2, EPS, STEP, t)
+        a = [x.copy() for x in state]
+        step(a, t)
         outs.append(a)
     for o in outs[1:]:
         for x, y in zip(o, outs[0], strict=True):
@@ -207,14 +213,10 @@ def test_dense_step_matches_torch_arithmetic(dtype, wd, decoupled, ams):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dense_step_same_bits_at_any_thread_count(dtype):
     p, m, v, vmax, g = _dense_case(dtype, shape=(300_000,), seed=4)   # above the serial cut
-    outs = []
-    for t in (1, 2, 3, 4):
-        a = [x.copy() for x in (p, m, v, vmax)]
-        _kernels.adam_step(a[0], a[1], a[2], g, B1, B2, EPS, 0.01, 0.5, 0.1, False, LR, t, a[3])
-        outs.append(a)
-    for o in outs[1:]:
-        for x, y in zip(o, outs[0], strict=True):
-            np.testing.assert_array_equal(x, y)
+    _same_at_every_thread_count(
+        (p, m, v, vmax),
+        lambda a, t: _kernels.adam_step(a[0], a[1], a[2], g, B1, B2, EPS, 0.01, 0.5, 0.1, False,
+                                        LR, t, a[3]))
 
 
 @pytest.mark.valgrind
