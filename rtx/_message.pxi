@@ -5,7 +5,8 @@
 #                 w[e, h] * x[other[e], h*C:(h+1)*C]   (e = perm[k]; w = 1 if unweighted)
 #     forward:    grouping by target (dst), other = src, x = node features
 #     grad_x:     grouping by source (src), other = dst, x = grad_out (the transpose pass)
-#   sddmm_dot:    gw[e, h] = <g[dst[e], h-block], x[src[e], h-block]>  (grad of the weight)
+#   sddmm_dot:    gw[e, h] = <g[dst[e], h-block], x[src[e], h-block]>  (grad of the weight;
+#                 _common.pxi's _dot: eight-lane sums in a fixed order)
 #
 # Each output row is reduced by one thread in increasing edge position, so the
 # bits never depend on the thread count or on whether the grouping was cached.
@@ -128,19 +129,20 @@ def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::
 cdef void _sddmm_block(const real* gp, const real* xp, const index_t* sp, const index_t* dp,
                        Py_ssize_t H, Py_ssize_t C, real* wp, Py_ssize_t e0,
                        Py_ssize_t e1) noexcept nogil:
-    cdef Py_ssize_t e, h, c
+    cdef Py_ssize_t e, h
     cdef Py_ssize_t F = H * C
     cdef const real* g
     cdef const real* x
-    cdef real acc
     for e in range(e0, e1):
+        if e + CSR_PREFETCH_AHEAD < e1:
+            rtx_prefetch_row(xp + <Py_ssize_t>sp[e + CSR_PREFETCH_AHEAD] * F,
+                             <size_t>F * sizeof(real))
+            rtx_prefetch_row(gp + <Py_ssize_t>dp[e + CSR_PREFETCH_AHEAD] * F,
+                             <size_t>F * sizeof(real))
         g = gp + <Py_ssize_t>dp[e] * F
         x = xp + <Py_ssize_t>sp[e] * F
         for h in range(H):
-            acc = 0
-            for c in range(C):
-                acc = acc + g[h * C + c] * x[h * C + c]
-            wp[e * H + h] = acc
+            wp[e * H + h] = _dot(g + h * C, x + h * C, C)
 
 
 def sddmm_dot(const real[:, ::1] grad, const real[:, ::1] x, const index_t[::1] src,
@@ -164,8 +166,8 @@ def sddmm_dot(const real[:, ::1] grad, const real[:, ::1] x, const index_t[::1] 
         return
     if x.shape[0] == 0 or grad.shape[0] == 0:
         raise IndexError("sddmm_dot: no rows to read")
-    T = _segment_threads(num_threads, E, 0, F, sizeof(real))
-    T = _team_size(T, E)
+    # the team splits the edges (there is no row grouping: N = E for the split)
+    T = _segment_threads(num_threads, E, E, F, sizeof(real))
     chunk = (E + 8 * T - 1) // (8 * T)
     nchunks = (E + chunk - 1) // chunk
     with nogil:
@@ -191,13 +193,12 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst,
     """Per source row s: grad_x[s] = sum_e w[e] * g[dst[e]] and, from the same
     g row, grad_w[e, h] = <g[dst[e]], x[s]> per head (each edge e has one source,
     so every grad_w entry is written once)."""
-    cdef Py_ssize_t s, k, h, c, kend
+    cdef Py_ssize_t s, k, h, kend
     cdef Py_ssize_t F = H * C
     cdef int64_t e
     cdef const real* grow
     cdef const real* xs
     cdef real* row
-    cdef real acc
     kend = ptr[r1]
     for s in range(r0, r1):
         row = gxp + s * F
@@ -216,10 +217,7 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst,
                 _axpy_row(row + h * C, wp[e * H + h], grow + h * C, C)
             if need_w:
                 for h in range(H):
-                    acc = 0
-                    for c in range(C):
-                        acc = acc + grow[h * C + c] * xs[h * C + c]
-                    gwp[e * H + h] = acc
+                    gwp[e * H + h] = _dot(grow + h * C, xs + h * C, C)
 
 
 cdef void _message_bwd_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
@@ -305,3 +303,4 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
         rc = _csr_parallel(_message_bwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
     if rc != 0:
         raise MemoryError("message_backward_csr: out of memory")
+
