@@ -35,67 +35,6 @@ cimport numpy as cnp
 
 from collections import namedtuple as _namedtuple_fx
 
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <string.h>
-    /* keep ? x : y as a bitwise blend: no branch, so the loops around it
-       vectorise (gcc will not if-convert a float select under the default
-       -ftrapping-math); the result is bit-for-bit the ternary's. */
-    static inline float rtx_self(int keep, float x, float y) {
-        uint32_t a, b, m = (uint32_t)0 - (uint32_t)(keep != 0);
-        float r;
-        memcpy(&a, &x, 4); memcpy(&b, &y, 4);
-        a = (a & m) | (b & ~m);
-        memcpy(&r, &a, 4);
-        return r;
-    }
-    static inline double rtx_seld(int keep, double x, double y) {
-        uint64_t a, b, m = (uint64_t)0 - (uint64_t)(keep != 0);
-        double r;
-        memcpy(&a, &x, 8); memcpy(&b, &y, 8);
-        a = (a & m) | (b & ~m);
-        memcpy(&r, &a, 8);
-        return r;
-    }
-    /* expm1f(x) for x <= 0 (or NaN), branch-free so that the loops around it
-       vectorise (libm's expm1f is a scalar call: ~16 ns per element here, this
-       ~2 ns).  x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, fdlibm's split of
-       ln2); expm1(r) by its Taylor series to r^8 in Horner form (truncation
-       < 2^-25 relative); expm1(x) = 2^n expm1(r) + (2^n - 1), both terms exact
-       scalings.  Within 1.2 ulp of the exact value (98.8% correctly rounded on
-       4M points of [-40, 0]); -0.0 stays -0.0, x < -30 gives -1 (what expm1f
-       rounds to there), NaN gives NaN.  Selects are bitwise blends: a ?: on
-       floats stops gcc's vectoriser. */
-    static inline float rtx_expm1f_neg(float x) {
-        const float inv_ln2 = 1.44269504088896341f, shifter = 12582912.0f;  /* 1.5*2^23 */
-        const float ln2_hi = 0.693145751953125f, ln2_lo = 1.428606765330187045e-06f;
-        float xc = rtx_self(x >= -30.0f, x, -30.0f);    /* NaN -> -30, restored below */
-        xc = rtx_self(xc <= 0.0f, xc, 0.0f);
-        float kd = xc * inv_ln2 + shifter;              /* round to nearest integer */
-        uint32_t u;
-        memcpy(&u, &kd, 4);
-        int32_t n = (int32_t)(u << 10) >> 10;           /* low 22 bits, sign-extended */
-        kd -= shifter;
-        float r = (xc - kd * ln2_hi) - kd * ln2_lo;
-        float p = 1.0f + r * (1.0f / 8);
-        p = 1.0f + r * (1.0f / 7) * p;
-        p = 1.0f + r * (1.0f / 6) * p;
-        p = 1.0f + r * (1.0f / 5) * p;
-        p = 1.0f + r * (1.0f / 4) * p;
-        p = 1.0f + r * (1.0f / 3) * p;
-        p = 1.0f + r * 0.5f * p;
-        p = r * p;                                      /* expm1(r) */
-        uint32_t bits = (uint32_t)(n + 127) << 23;      /* 2^n, n in [-44, 0] */
-        float two_n;
-        memcpy(&two_n, &bits, 4);
-        float y = rtx_self(n == 0, p, two_n * p + (two_n - 1.0f));  /* keeps -0.0 */
-        return rtx_self(x != x, x, y);
-    }
-    """
-    float rtx_self(int keep, float x, float y) noexcept nogil
-    double rtx_seld(int keep, double x, double y) noexcept nogil
-    float rtx_expm1f_neg(float x) noexcept nogil
 
 cnp.import_array()
 

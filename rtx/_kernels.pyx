@@ -9,6 +9,7 @@ this order (each uses only what an earlier one defines):
 
 - ``_openmp.pxi``   OpenMP shim (thread number / team size, serial fallback)
 - ``_common.pxi``   fused dtypes (``real``, ``index_t``), inline row helpers
+- ``_vmath.pxi``    vectorisable float math (branch-free selects, expf, expm1f)
 - ``_diag.pxi``     thread-id probes and the bandwidth reference kernel
 - ``_storage.pxi``  owned storage and the caching allocator
 - ``_snapshot.pxi`` private, immutable snapshots of index arrays (what kernels trust)
@@ -34,6 +35,7 @@ from cython.parallel cimport prange
 
 include "_openmp.pxi"
 include "_common.pxi"
+include "_vmath.pxi"
 include "_diag.pxi"
 include "_storage.pxi"
 include "_snapshot.pxi"

@@ -8,14 +8,17 @@
 # in blocks of SEG_BLOCK so per-segment state (max, sum) lives on the stack.
 
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from libc.math cimport INFINITY, exp, expf
+from libc.math cimport INFINITY, exp
 
 cdef enum:
     SEG_BLOCK = 64
+    # Scores of one segment's head block exponentiated side by side (stack).
+    SEG_BUF = 1024
 
 cdef inline real _exp(real v) noexcept nogil:
+    """exp in the kernels' dtype: float32 by rtx_expf (vectorisable), float64 by libm."""
     if real is float:
-        return expf(v)
+        return rtx_expf(v)
     else:
         return exp(v)
 
@@ -25,7 +28,8 @@ cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
     """y = exp(s - max) / sum(exp(s - max)) over each segment in [r0, r1)."""
     cdef real m[SEG_BLOCK]
     cdef real z[SEG_BLOCK]
-    cdef Py_ssize_t r, k, j, h0, hb, p0, p1
+    cdef real buf[SEG_BUF]
+    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, i
     cdef int64_t e
     cdef real v
     for r in range(r0, r1):
@@ -47,6 +51,32 @@ cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
                     # NaN propagates: once m is NaN it stays NaN
                     if v > m[j] or v != v:
                         m[j] = v
+            if (p1 - p0) * hb <= SEG_BUF:
+                # the segment's shifted scores side by side, exponentiated in one
+                # loop the compiler vectorises (the same _exp, so the same bits)
+                i = 0
+                for k in range(p0, p1):
+                    e = perm[k]
+                    for j in range(hb):
+                        buf[i + j] = sp[e * H + h0 + j] - m[j]
+                    i += hb
+                for i in range((p1 - p0) * hb):
+                    buf[i] = _exp(buf[i])
+                i = 0
+                for k in range(p0, p1):
+                    for j in range(hb):
+                        z[j] += buf[i + j]
+                    i += hb
+                for j in range(hb):
+                    z[j] = 1 / z[j]
+                i = 0
+                for k in range(p0, p1):
+                    e = perm[k]
+                    for j in range(hb):
+                        yp[e * H + h0 + j] = buf[i + j] * z[j]
+                    i += hb
+                h0 += hb
+                continue
             for k in range(p0, p1):
                 e = perm[k]
                 for j in range(hb):
@@ -489,9 +519,10 @@ cdef Py_ssize_t _own_entries(const index_t* ip, Py_ssize_t E, Py_ssize_t lo, Py_
 cdef void _softmax_entries(const real* sp, const index_t* ip, const int64_t* pos, Py_ssize_t n,
                            Py_ssize_t H, real* m, real* z, real* yp, Py_ssize_t lo,
                            Py_ssize_t hi) noexcept nogil:
-    cdef Py_ssize_t k, j, q, r
+    cdef Py_ssize_t k, j, q, r, i, k0, k1, kb
     cdef int64_t e
     cdef real v
+    cdef real buf[SEG_BUF]
     for k in range(lo * H, hi * H):
         m[k] = -INFINITY
         z[k] = 0
@@ -503,14 +534,44 @@ cdef void _softmax_entries(const real* sp, const index_t* ip, const int64_t* pos
             v = sp[q + j]
             if v > m[r + j] or v != v:
                 m[r + j] = v
-    for k in range(n):
-        e = pos[k]
-        r = <Py_ssize_t>ip[e] * H
-        q = e * H
-        for j in range(H):
-            v = _exp(sp[q + j] - m[r + j])
-            yp[q + j] = v
-            z[r + j] += v
+    if H <= SEG_BUF:
+        # blocks of entries: shifted scores gathered side by side, exponentiated
+        # in one vectorised loop, then scattered and summed in entry order (the
+        # same _exp and the same order as the scalar loop below: the same bits)
+        kb = SEG_BUF // H
+        k0 = 0
+        while k0 < n:
+            k1 = k0 + kb if k0 + kb < n else n
+            i = 0
+            for k in range(k0, k1):
+                e = pos[k]
+                r = <Py_ssize_t>ip[e] * H
+                q = e * H
+                for j in range(H):
+                    buf[i + j] = sp[q + j] - m[r + j]
+                i += H
+            for i in range((k1 - k0) * H):
+                buf[i] = _exp(buf[i])
+            i = 0
+            for k in range(k0, k1):
+                e = pos[k]
+                r = <Py_ssize_t>ip[e] * H
+                q = e * H
+                for j in range(H):
+                    v = buf[i + j]
+                    yp[q + j] = v
+                    z[r + j] += v
+                i += H
+            k0 = k1
+    else:
+        for k in range(n):
+            e = pos[k]
+            r = <Py_ssize_t>ip[e] * H
+            q = e * H
+            for j in range(H):
+                v = _exp(sp[q + j] - m[r + j])
+                yp[q + j] = v
+                z[r + j] += v
     for k in range(lo * H, hi * H):
         if z[k] != 0:
             z[k] = 1 / z[k]

@@ -156,6 +156,48 @@ def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads):
     np.testing.assert_allclose(a, ref_softmax(s, idx, N), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_softmax_float32_exp_accuracy_and_limits(threads):
+    """float32 segment softmax exponentiates with rtx_expf (_segment.pxi): on
+    segments {0, x} the weight of x is exp(x) / (1 + exp(x)) to a few ulp over
+    the whole range where exp(x) is normal; below it (x < -87.3365) the weight is
+    0, -inf gives 0, a NaN score makes its segment NaN, and a hub segment (more
+    entries than the vectorised block holds, the scalar loop) has the same bits
+    in the grouped and the entry-order kernels."""
+    x = np.concatenate([-np.geomspace(1e-7, 87.33, 100_000), np.linspace(-87.33, 0, 50_001),
+                        [-87.4, -90.0, -103.0, -1e30, -np.inf, np.nan]]).astype(np.float32)
+    n = len(x)
+    s = np.zeros((2 * n, 1), np.float32)
+    s[1::2, 0] = x
+    idx = np.repeat(np.arange(n), 2)
+    plan = rtx.IndexPlan(idx, n)
+    ptr, perm = plan.csr()
+    y = np.empty_like(s)
+    _kernels.segment_softmax_csr(s, perm, ptr, y, threads)
+    got = y[1::2, 0].astype(np.float64)
+    xd = x.astype(np.float64)
+    ref = np.exp(xd) / (1 + np.exp(xd))
+    ok = np.isfinite(xd) & (xd >= -87.33)
+    np.testing.assert_allclose(got[ok], ref[ok], rtol=3e-7, atol=0)
+    assert (got[-6:-2] == 0).all() and got[-2] == 0       # flushed below FLT_MIN, -inf
+    assert np.isnan(y[-2:, 0]).all()                       # NaN: the whole segment
+    # a hub over SEG_BUF (1024) entries beside short segments: both kernels agree
+    rng = np.random.default_rng(3)
+    hub = np.concatenate([np.zeros(1500, np.int64), rng.integers(1, 40, 1500)])
+    sc = (rng.standard_normal((3000, 1)) * 10).astype(np.float32)
+    hp = rtx.IndexPlan(hub, 40)
+    hptr, hperm = hp.csr()
+    old = _kernels.set_segment_parallel_min(0)
+    try:
+        a, b = np.empty_like(sc), np.empty_like(sc)
+        _kernels.segment_softmax_csr(sc, hperm, hptr, a, threads)
+        _kernels.segment_softmax_entries(sc, hp.indices, 40, b, threads)
+    finally:
+        _kernels.set_segment_parallel_min(old)
+    np.testing.assert_array_equal(bits(a), bits(b))
+    np.testing.assert_allclose(a, ref_softmax(sc, hub, 40), rtol=1e-5, atol=1e-7)
+
+
 def test_kernels_reject_mismatched_grouping():
     s = np.ones((4, 1))
     out = np.empty_like(s)
