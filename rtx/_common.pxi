@@ -117,13 +117,13 @@ cdef inline real _dot(const real* a, const real* b, Py_ssize_t n) noexcept nogil
     at any thread count); the eight lanes vectorise, where one running sum is a
     chain of dependent adds (latency-bound: 4x slower at 16 channels, measured)."""
     cdef real p[8]
-    cdef Py_ssize_t j, l, m = n - n % 8
+    cdef Py_ssize_t j, lane, m = n - n % 8
     cdef real s
-    for l in range(8):
-        p[l] = 0
+    for lane in range(8):
+        p[lane] = 0
     for j in range(0, m, 8):
-        for l in range(8):
-            p[l] = p[l] + a[j + l] * b[j + l]
+        for lane in range(8):
+            p[lane] = p[lane] + a[j + lane] * b[j + lane]
     s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
     for j in range(m, n):
         s = s + a[j] * b[j]

@@ -303,4 +303,3 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
         rc = _csr_parallel(_message_bwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
     if rc != 0:
         raise MemoryError("message_backward_csr: out of memory")
-
