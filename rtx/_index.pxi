@@ -128,6 +128,17 @@ def first_out_of_bounds(const index_t[::1] idx, Py_ssize_t n):
     return bad
 
 
+def count_descents(const index_t[::1] idx):
+    #: -> int
+    """How many positions i have ``idx[i + 1] < idx[i]`` (0: ascending)."""
+    cdef Py_ssize_t i, n = idx.shape[0]
+    cdef Py_ssize_t d = 0
+    with nogil:
+        for i in range(n - 1):
+            d += idx[i + 1] < idx[i]
+    return d
+
+
 # ------------------------------------------------------------------- gather
 cdef void _gather_block(const real* xp, const index_t* ip, real* op,
                         Py_ssize_t i0, Py_ssize_t i1, Py_ssize_t F, bint stream) noexcept nogil:

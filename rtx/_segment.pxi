@@ -23,6 +23,38 @@ cdef inline real _exp(real v) noexcept nogil:
         return exp(v)
 
 
+cdef inline void _softmax_run1(const real* x, real* y, Py_ssize_t n) noexcept nogil:
+    """_softmax_rows on one segment of n > 0 consecutive scores (H = 1), bit for
+    bit: the max in order, exp(x - max) in one vectorised loop, the sum in
+    order, times its reciprocal.  (A grouping is stable, so a segment whose
+    first and last entries are n - 1 positions apart holds consecutive ones.)"""
+    cdef Py_ssize_t i
+    cdef real m = x[0]
+    cdef real v, z = 0
+    for i in range(1, n):
+        v = x[i]
+        if v > m or v != v:
+            m = v
+    for i in range(n):
+        y[i] = _exp(x[i] - m)
+    for i in range(n):
+        z += y[i]
+    z = 1 / z
+    for i in range(n):
+        y[i] *= z
+
+
+cdef inline void _softmax_bwd_run1(const real* y, const real* g, real* o,
+                                   Py_ssize_t n) noexcept nogil:
+    """_softmax_bwd_rows on one segment of n consecutive entries (H = 1)."""
+    cdef Py_ssize_t i
+    cdef real d = 0
+    for i in range(n):
+        d += g[i] * y[i]
+    for i in range(n):
+        o[i] = y[i] * (g[i] - d)
+
+
 cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
                         Py_ssize_t H, real* yp, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
     """y = exp(s - max) / sum(exp(s - max)) over each segment in [r0, r1)."""
@@ -36,6 +68,11 @@ cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
         p0 = ptr[r]
         p1 = ptr[r + 1]
         if p0 == p1:
+            continue
+        if H == 1 and perm[p1 - 1] - perm[p0] == p1 - 1 - p0:
+            # one score per entry, the segment's entries side by side (edges in
+            # target order): the same steps on contiguous memory
+            _softmax_run1(sp + perm[p0], yp + perm[p0], p1 - p0)
             continue
         h0 = 0
         while h0 < H:
@@ -103,6 +140,9 @@ cdef void _softmax_bwd_rows(const real* yp, const real* gp, const int64_t* perm,
         p0 = ptr[r]
         p1 = ptr[r + 1]
         if p0 == p1:
+            continue
+        if H == 1 and perm[p1 - 1] - perm[p0] == p1 - 1 - p0:
+            _softmax_bwd_run1(yp + perm[p0], gp + perm[p0], op + perm[p0], p1 - p0)
             continue
         h0 = 0
         while h0 < H:

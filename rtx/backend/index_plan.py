@@ -43,6 +43,7 @@ import numpy as np
 from .._dtypes import check_rows
 from .._kernels import (
     Storage,
+    count_descents,
     csr_build,
     first_out_of_bounds,
     is_index_snapshot,
@@ -83,10 +84,11 @@ def _host_indices(indices: Any) -> Any:
 class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
-    __slots__ = ("_idx", "_num_rows", "_csr", "_lock", "_transient", "__weakref__")
+    __slots__ = ("_idx", "_num_rows", "_csr", "_ordered", "_lock", "_transient", "__weakref__")
     _idx: np.ndarray
     _num_rows: int
     _csr: tuple[np.ndarray, np.ndarray] | None
+    _ordered: bool | None  # see is_ordered()
     _lock: threading.Lock
     # made by a face from raw indices for one call (and its backward): a backend
     # may skip building the grouping (the CPU index_add's group-free path)
@@ -108,6 +110,7 @@ class IndexPlan:
         self._idx = own
         self._num_rows = n
         self._csr = None
+        self._ordered = None
         self._lock = threading.Lock()
         self._transient = False
 
@@ -152,6 +155,7 @@ class IndexPlan:
         self._idx = indices
         self._num_rows = n
         self._csr = csr
+        self._ordered = None
         self._lock = threading.Lock()
         self._transient = False
         return self
@@ -178,6 +182,17 @@ class IndexPlan:
     def is_grouped(self) -> bool:
         """Whether the CSR grouping has been computed (and is cached)."""
         return self._csr is not None
+
+    def is_ordered(self) -> bool:
+        """Whether the indices are (nearly) ascending: at most one descent per 16
+        entries, as edges in target order are, with or without self-loops
+        appended.  Then each group's entries lie (nearly) side by side and a
+        kernel walking the grouping reads memory in order.  O(len) once, then
+        cached (the indices never change)."""
+        ordered = self._ordered
+        if ordered is None:
+            ordered = self._ordered = 16 * count_descents(self._idx) <= len(self)
+        return ordered
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, perm)``: int64 row pointers (``num_rows + 1``) and the stable

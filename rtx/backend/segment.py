@@ -76,6 +76,15 @@ def segment_plan(index: Any, num_segments: Any, op: str, length: int | None = No
     return index
 
 
+def _by_entries(plan: Any, rows: np.ndarray, threads: int, backward: bool) -> bool:
+    """Which of segment softmax's two kernels (equal bits) runs: by entry order
+    (narrow rows in random order: no grouping needed, each thread scans every
+    index) or over the CSR grouping (wide rows, or indices in order: each
+    segment's entries then lie side by side and are walked while in cache)."""
+    return (softmax_entry_mode(rows.shape[1], rows.itemsize, threads, backward)
+            and not plan.is_ordered())
+
+
 class SegmentOps(Family):
     """Segment mean / max / min / softmax and their backward passes, over a checked
     ``IndexPlan`` (``segment_plan``: the faces make it; no index is checked again)."""
@@ -88,9 +97,7 @@ class SegmentOps(Family):
         check_output(2 * plan.num_rows, scores.shape, scores.itemsize, "segment_softmax")
         out = self._host_empty(scores.shape, scores.dtype)
         s2, o2, T = rows2d(scores), rows2d(out), get_num_threads()
-        # two kernels with equal bits: by entry order (narrow rows, no grouping
-        # needed) or over the CSR grouping
-        if softmax_entry_mode(s2.shape[1], s2.itemsize, T, False):
+        if _by_entries(plan, s2, T, False):
             segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T)
         else:
             ptr, perm = plan._grouping()
@@ -103,7 +110,7 @@ class SegmentOps(Family):
         plan = segment_plan(index, num_segments, "segment_softmax_backward", y.shape[0])
         out = self._host_empty(y.shape, y.dtype)
         y2, g2, o2, T = rows2d(y), rows2d(grad), rows2d(out), get_num_threads()
-        if softmax_entry_mode(y2.shape[1], y2.itemsize, T, True):
+        if _by_entries(plan, y2, T, True):
             segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T)
         else:
             ptr, perm = plan._grouping()

@@ -128,12 +128,18 @@ def test_segment_softmax_backward_formula(backend, dtype):
 @pytest.mark.valgrind
 @pytest.mark.parametrize("H", [1, 3, 8])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads):
-    """The two forward/backward kernels (chosen by row width) give the same bits."""
+@pytest.mark.parametrize("order", ["random", "sorted", "sorted+loops"])
+def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads, order):
+    """The two forward/backward kernels (chosen by row width and order) give the
+    same bits; sorted indices take the grouped kernel's side-by-side runs."""
     rng = np.random.default_rng(7)
     E, N = 3000, 70
     idx = rng.integers(0, N, E).astype(np.int32)
     idx[idx == 5] = 6  # an empty segment
+    if order != "random":
+        idx = np.sort(idx)
+    if order == "sorted+loops":  # self-loops appended: one entry per segment at the end
+        idx = np.concatenate([idx[: E - N], np.arange(N, dtype=np.int32)])
     s = (rng.standard_normal((E, H)) * 20).astype(dtype)
     s[3, 0] = -np.inf
     s[idx == 9] = -0.0  # signed zeros: the max's sign must not matter
@@ -196,6 +202,28 @@ def test_softmax_float32_exp_accuracy_and_limits(threads):
         _kernels.set_segment_parallel_min(old)
     np.testing.assert_array_equal(bits(a), bits(b))
     np.testing.assert_allclose(a, ref_softmax(sc, hub, 40), rtol=1e-5, atol=1e-7)
+
+
+def test_index_plan_is_ordered_and_the_softmax_kernel_it_picks():
+    """is_ordered: at most one descent per 16 indices (ascending, or ascending with
+    self-loops appended); ordered plans take the grouped softmax kernel, random
+    narrow ones the entry-order kernel: the values equal the reference either way."""
+    from rtx.backend.segment import _by_entries
+    rng = np.random.default_rng(1)
+    N = 50
+    rand = rng.integers(0, N, 2000)
+    srt = np.sort(rand)
+    loops = np.concatenate([srt, np.arange(N)])
+    assert rtx.IndexPlan(srt, N).is_ordered() and rtx.IndexPlan(loops, N).is_ordered()
+    assert not rtx.IndexPlan(rand, N).is_ordered()
+    assert rtx.IndexPlan(np.zeros(0, np.int64), 1).is_ordered()
+    s = rng.standard_normal(2000).astype(np.float32)
+    for idx, entries in ((rand, True), (srt, False)):
+        plan = rtx.IndexPlan(idx, N)
+        assert _by_entries(plan, s.reshape(-1, 1), 2, False) is entries
+        out = rtx.segment_softmax(rtx.tensor(s), plan, N).numpy()
+        np.testing.assert_allclose(out, ref_softmax(s.reshape(-1, 1), idx, N)[:, 0],
+                                   rtol=1e-5, atol=1e-7)
 
 
 def test_kernels_reject_mismatched_grouping():

@@ -140,8 +140,8 @@ def test_kernel_sources_import_no_rtx_python_module():
 
 # The kernel base every family may use (rtx/_kernels.pyx includes it first);
 # a family include uses only these, never another family's helpers.
-KERNEL_BASE = ("_openmp.pxi", "_common.pxi", "_diag.pxi", "_storage.pxi", "_snapshot.pxi",
-               "_csr.pxi")
+KERNEL_BASE = ("_openmp.pxi", "_common.pxi", "_vmath.pxi", "_diag.pxi", "_storage.pxi",
+               "_snapshot.pxi", "_csr.pxi")
 _CDEF_NAME = re.compile(
     r"^(?:cdef|cpdef)\s+(?!class\b|enum\b|extern\b|struct\b)(?:[\w*\[\]]+\s+)*?"
     r"\**(\w+)\s*[(=\[]", re.M)
