@@ -4,8 +4,6 @@
 # Each gives the same bits in a scalar and in a vectorised loop (no FMA
 # contraction: the build targets baseline x86-64 / aarch64, no -ffast-math).
 
-from libc.stdint cimport int32_t
-
 cdef extern from *:
     """
     #include <math.h>

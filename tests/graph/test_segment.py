@@ -164,7 +164,7 @@ def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads, orde
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_softmax_float32_exp_accuracy_and_limits(threads):
-    """float32 segment softmax exponentiates with rtx_expf (_segment.pxi): on
+    """float32 segment softmax exponentiates with rtx_expf (rtx/_vmath.pxi): on
     segments {0, x} the weight of x is exp(x) / (1 + exp(x)) to a few ulp over
     the whole range where exp(x) is normal; below it (x < -87.3365) the weight is
     0, -inf gives 0, a NaN score makes its segment NaN, and a hub segment (more
