@@ -4,10 +4,18 @@ Fails the session at start-up unless the imported ``rtx`` is the job's own
 instrumented copy (``$RTX_MEMCHECK_PKG``) built with ``$RTX_MEMCHECK_CFLAG``:
 otherwise the job would silently test another build (the installed wheel or
 the in-tree one) and prove nothing.
+
+With ``$RTX_MEMCHECK_LEAKS=1`` (the LeakSanitizer pass, whose environment turns
+the check at exit off) it runs LeakSanitizer's check once when the session
+ends, after the session's fixtures are torn down, and fails the session when
+the check reports a leak.  rtx's cache of free blocks is emptied first (what
+rtx's exit handler does before a check at exit).
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 
 import pytest
@@ -40,3 +48,28 @@ def pytest_sessionstart(session):  # noqa: ARG001
 
 def pytest_report_header(config):  # noqa: ARG001
     return _check()[1]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
+    if os.environ.get("RTX_MEMCHECK_LEAKS") != "1":
+        return
+    try:
+        check = ctypes.CDLL(None)["__lsan_do_recoverable_leak_check"]
+    except AttributeError:
+        print("memcheck: RTX_MEMCHECK_LEAKS=1 but no LeakSanitizer in this process")
+        session.exitstatus = 3
+        return
+    check.restype = ctypes.c_int
+    import rtx
+
+    gc.collect()
+    # rtx's allocator cache keeps free blocks' addresses as Python ints, which
+    # LeakSanitizer cannot read as pointers: hand them back first, as rtx's
+    # own exit handler does before the check at exit.
+    rtx.empty_cache()
+    leaked = check()
+    print(f"memcheck[lsan]: leak check at session end: {'LEAKS' if leaked else 'none'}",
+          flush=True)
+    if leaked:
+        session.exitstatus = 1
