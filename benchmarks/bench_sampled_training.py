@@ -93,7 +93,8 @@ def child_rtx(d: str, a: dict[str, Any]) -> dict[str, Any]:
     rtx.manual_seed(0)
     model = rtx.nn.HetGAT(data.metadata(), {nt: (x.shape[1] if nt == "paper" else None)
                                             for nt in nodes}, a["hidden"], NUM_CLASSES,
-                          heads=a["heads"], num_layers=2, num_nodes_dict=nodes, sparse=True)
+                          heads=a["heads"], num_layers=2, num_nodes_dict=nodes, sparse=True,
+                          **({"path": a["path"]} if a.get("path") else {}))
     opts = [rtx.optim.Adam(model.dense_parameters(), lr=0.005),
             rtx.optim.SparseAdam(model.embedding_parameters(), lr=0.005)]
     loader = NeighborLoader(data, a["fanouts"], input_nodes=("paper", train),
@@ -269,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-trim", action="store_true",
                     help="rtx: every layer on the whole batch (no trim to the layer)")
     ap.add_argument("--quick", action="store_true", help="scale 0.01, 3 batches, 1 round")
+    ap.add_argument("--path", choices=["grouped", "per-relation"], default=None,
+                    help="rtx's HetGAT path (default: HetGAT's default, grouped)")
     ap.add_argument("--epoch", action="store_true",
                     help="one whole epoch on the graph's labels, then test accuracy (sampled)")
     ap.add_argument("--json", default=None, help="also write the results here (atomically)")
@@ -311,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
           f"heads, {args.threads} threads, {args.batches} timed batches after {args.warmup}")
     a = {"fanouts": args.fanouts, "threads": args.threads, "batches": args.batches,
          "warmup": args.warmup, "hidden": args.hidden, "heads": args.heads,
-         "timeout": args.timeout, "no_trim": args.no_trim, "epoch": args.epoch}
+         "timeout": args.timeout, "no_trim": args.no_trim, "epoch": args.epoch,
+         "path": args.path}
     runs: dict[str, list[dict]] = {"rtx": [], "dgl": []}
     with tempfile.TemporaryDirectory(prefix="rtx-bench-sampled-training-") as d:
         bs.save_graph(d, nodes, edges, x, train)

@@ -559,7 +559,11 @@ class _RawEdgeCache:
     edges.  Inserts and evictions take ``_lock``.
     """
 
-    MAX = 32
+    # Enough for every relation of a many-relation graph passed raw on every
+    # forward (60 relations thrashed a cache of 32: every forward re-checked and
+    # re-grouped them all); an entry lives only while its array does, so the
+    # bound matters only for arrays kept alive elsewhere.
+    MAX = 256
     SAMPLES = 8
 
     def __init__(self) -> None:
@@ -620,3 +624,73 @@ class _RawEdgeCache:
 
 
 _RAW_EDGES = _RawEdgeCache()
+
+
+class TypedEdges(NamedTuple):
+    """Several relations' edges into one target type as one edge list
+    (``typed_edges``).  ``edges``: over the relations' sources stacked in order
+    (relation ``r``'s source ``j`` is row ``offsets[r] + j``) into the shared
+    targets.  ``segments``: each edge's (target, relation) pair as
+    ``target * R + r`` over ``R * num_dst`` rows -- the groups a per-relation
+    softmax normalises over -- so a ``[num_dst, R * H]`` block of per-relation
+    target values is, reshaped to ``[num_dst * R, H]``, indexed by them.  The
+    edges are sorted by segment (stable: within a relation and target, in the
+    relation's order), hence by target: both plans are in order."""
+
+    edges: EdgeIndex
+    segments: IndexPlan
+    offsets: tuple[int, ...]
+
+
+# parts[0] -> {ids of all parts: (weak references to them, their TypedEdges)}
+_TYPED: weakref.WeakKeyDictionary[EdgeIndex, dict[tuple[int, ...], Any]] = \
+    weakref.WeakKeyDictionary()
+_TYPED_LOCK = threading.Lock()
+
+
+def typed_edges(parts: list[EdgeIndex]) -> TypedEdges:
+    """The relations ``parts`` (each an ``EdgeIndex`` into the same ``num_dst``
+    targets) as one typed edge list (``TypedEdges``).  Built from the checked
+    plans without a second bounds check (each stacked source is below its
+    relation's offset plus its ``num_src``; each segment below ``R * num_dst``),
+    ordered by the segments' grouping (a stable counting sort), and cached while
+    the parts live."""
+    if not parts:
+        raise ValueError("typed_edges: no relations")
+    nd = parts[0].num_dst
+    for p in parts:
+        if not isinstance(p, EdgeIndex):
+            raise TypeError(f"typed_edges: expected EdgeIndex parts, got {type(p).__name__}")
+        if p.num_dst != nd:
+            raise ValueError(f"typed_edges: the relations have {p.num_dst} and {nd} targets")
+    key = tuple(id(p) for p in parts)
+    with _TYPED_LOCK:
+        hit = _TYPED.get(parts[0], {}).get(key)
+        if hit is not None and all(r() is p for r, p in zip(hit[0], parts, strict=True)):
+            return hit[1]
+    R = len(parts)
+    offsets, total = [], 0
+    for p in parts:
+        offsets.append(total)
+        total += p.num_src
+    # int32 ids when every stacked source and segment fits (half the traffic)
+    it = np.int32 if max(total, R * nd) <= np.iinfo(np.int32).max else np.int64
+    src = np.concatenate([p.src._idx.astype(it, copy=False) + it(off)
+                          for p, off in zip(parts, offsets, strict=True)])
+    seg = np.concatenate([p.dst._idx.astype(it, copy=False) * it(R) + it(r)
+                          for r, p in enumerate(parts)])
+    # the segments' grouping (a stable counting sort) orders the edges
+    ptr, perm = _derived(seg, R * nd)._grouping()
+    seg = seg[perm]
+    edges = EdgeIndex._trusted(_derived(src[perm], total), _derived(seg // it(R), nd))
+    ident = snapshot_indices(np.arange(len(seg), dtype=np.int64), -1)[0]
+    segments = IndexPlan._trusted(snapshot_indices(seg, -1)[0], R * nd, (ptr, ident))
+    typed = TypedEdges(edges, segments, tuple(offsets))
+    with _TYPED_LOCK:
+        entries = _TYPED.setdefault(parts[0], {})
+        if len(entries) >= 8:   # parts[0] met with ever new partners: keep the latest
+            entries.pop(next(iter(entries)))
+        # one entry per distinct combination while parts[0] lives; a dead part's
+        # entry is replaced at its next lookup (a new object, a new id)
+        entries[key] = ([weakref.ref(p) for p in parts], typed)
+    return typed

@@ -9,12 +9,12 @@ ever formed, so a layer's working memory is O(N*H*C + E*H).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
 from ..._dtypes import check_rows
-from ...backend.index_plan import EdgeIndex, SelfLoops, as_edge_index
+from ...backend.index_plan import EdgeIndex, SelfLoops, as_edge_index, typed_edges
 from ...creation import full, tensor
 from ...functional import (
     concat,
@@ -24,6 +24,7 @@ from ...functional import (
     leaky_relu,
     message_passing,
     segment_softmax,
+    stack,
 )
 from ...tensor import Tensor
 from .. import functional as F
@@ -33,13 +34,26 @@ from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["GATConv"]
+__all__ = ["GATConv", "gat_groupable", "gat_grouped"]
 
 
 def _glorot_(t: Tensor) -> None:
     """PyG's ``glorot``: U(-b, b), b = sqrt(6 / (size(-2) + size(-1)))."""
     b = math.sqrt(6.0 / (t.shape[-2] + t.shape[-1]))
     init.uniform_(t, -b, b)
+
+
+class _Projected(NamedTuple):
+    """One relation's inputs to the attention, from ``GATConv._project``."""
+
+    ei: EdgeIndex            # the checked edges
+    used: EdgeIndex          # the edges attended over (self-loops added when asked)
+    mp: EdgeIndex            # ``used`` over the transformed source rows (``hs3``)
+    hs3: Tensor              # transformed sources, [n, H, C]
+    a_src: Tensor            # source logits, [n, H]
+    a_dst: Tensor | None     # target logits, [N_dst, H] (None without target features)
+    x_dst: Tensor | None
+    n_dst: int
 
 
 def _int_arg(v: Any, name: str, minimum: int) -> int:
@@ -183,6 +197,43 @@ class GATConv(Module):
         ``[2, E']`` edges used (self-loops included, appended after the kept
         edges, as PyG) and their attention ``[E', H]``.
         """
+        return self._attend(self._project(x, edge_index, size), edge_attr,
+                            return_attention_weights)
+
+    def _attend(self, p: _Projected, edge_attr: Tensor | None = None,
+                return_attention_weights: bool | None = None
+                ) -> Tensor | tuple[Tensor, tuple[np.ndarray, Tensor]]:
+        """``forward`` after ``_project``: the edges' scores, the softmax, the
+        messages, residual and bias."""
+        e = index_select(p.a_src, p.mp.src)
+        if p.a_dst is not None:
+            e = e + index_select(p.a_dst, p.used.dst)
+        ei, used, loops, n_dst = p.ei, p.used, p.used.self_loop_info, p.n_dst
+        if edge_attr is not None and self.lin_edge is not None:
+            e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
+        elif edge_attr is None and self.lin_edge is not None and used.num_edges:
+            raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
+        e = leaky_relu(e, self.negative_slope)
+        alpha = segment_softmax(e, used.dst, n_dst)
+        if self.dropout > 0.0 and self.training:
+            alpha = F.dropout(alpha, p=self.dropout, training=True)
+        out = message_passing(p.hs3, p.mp, n_dst, alpha)  # [N_dst, H, C]
+        out = out.reshape(n_dst, self.heads * self.out_channels) if self.concat else out.mean(1)
+        if self.res is not None and p.x_dst is not None:
+            out = out + self.res(p.x_dst)
+        if self.bias is not None:
+            out = out + self.bias
+        if return_attention_weights:
+            pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
+            return out, (pairs, alpha)
+        return out
+
+    def _project(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index: Any,
+                 size: tuple[int, int] | None, target_logits: bool = True) -> _Projected:
+        """The checked inputs and edges, the transformed sources and the attention
+        logits per node and head: everything of ``forward`` before the edges'
+        scores (shared with the grouped path, ``gat_grouped``, which computes the
+        targets' logits itself: ``target_logits=False`` leaves ``a_dst`` None)."""
         H, C = self.heads, self.out_channels
         self._materialize(x)
         in_src, in_dst = self._in_sizes()
@@ -219,7 +270,6 @@ class GATConv(Module):
         ei = self._edge_index(edge_index, n_src, n_dst)
         # the edges attended over: self-loops cached on the plan (shared by every layer)
         used = ei.with_self_loops() if self.add_self_loops else ei
-        loops = used.self_loop_info
         # Messages come from the transformed sources only (W_dst x_dst enters just
         # through the attention logits).  Only the source rows the edges read are
         # transformed when that spares work (_compact: a sampled layer's sources
@@ -236,29 +286,17 @@ class GATConv(Module):
         narrow = H * C < x_src.shape[1] and self.att_src.dtype == hs3.dtype
         a_src = (head_dot(hs3, self.att_src.reshape(H, C)) if narrow
                  else self._logits(xs, w_src, self.att_src))
-        e = index_select(a_src, mp.src)
-        if x_dst is not None:
+        a_dst = None
+        if x_dst is not None and target_logits:
             a_dst = (head_dot(hs3, self.att_dst.reshape(H, C)) if narrow and x_dst is x_src
                      else self._logits(x_dst, w_dst, self.att_dst))
-            e = e + index_select(a_dst, used.dst)
-        if edge_attr is not None and self.lin_edge is not None:
-            e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
-        elif edge_attr is None and self.lin_edge is not None and used.num_edges:
-            raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
-        e = leaky_relu(e, self.negative_slope)
-        alpha = segment_softmax(e, used.dst, n_dst)
-        if self.dropout > 0.0 and self.training:
-            alpha = F.dropout(alpha, p=self.dropout, training=True)
-        out = message_passing(hs3, mp, n_dst, alpha)  # [N_dst, H, C]
-        out = out.reshape(n_dst, H * C) if self.concat else out.mean(1)
-        if self.res is not None and x_dst is not None:
-            out = out + self.res(x_dst)
-        if self.bias is not None:
-            out = out + self.bias
-        if return_attention_weights:
-            pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
-            return out, (pairs, alpha)
-        return out
+        return _Projected(ei, used, mp, hs3, a_src, a_dst, x_dst, n_dst)
+
+    def _dst_weight(self) -> Tensor:
+        """The weight that transforms targets (``lin`` or ``lin_dst``)."""
+        lin = self.lin if self.lin is not None else self.lin_dst
+        assert lin is not None
+        return lin.weight
 
     def _materialize(self, x: Any) -> None:
         """Size the lazy (``-1``) ``Linear`` s from the first input's widths (PyG);
@@ -335,6 +373,83 @@ class GATConv(Module):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
+
+
+def gat_groupable(convs: list[Module]) -> bool:
+    """Whether ``gat_grouped`` computes these layers' summed outputs: plain
+    ``GATConv`` s with the same heads, channels, slope, dropout and bias use,
+    concatenated heads, no edge features and no residual."""
+    if len(convs) < 2 or any(type(c) is not GATConv for c in convs):
+        return False
+    c0 = cast(GATConv, convs[0])
+    def key(c: GATConv) -> tuple[Any, ...]:
+        return (c.heads, c.out_channels, c.negative_slope, c.dropout, c.bias is None,
+                c.training)
+
+    k0 = key(c0)
+    return all(c.concat and c.lin_edge is None and c.res is None and key(c) == k0
+               for c in cast(list[GATConv], convs))
+
+
+def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Tensor:
+    """``sum_r convs[r](inputs[r], edges[r])`` for relations into one target type,
+    with the relations' attention computed as one (issue 22 item 1).  Each layer
+    projects its sources and computes their logits as ``forward`` does; the
+    targets' logits of all relations come from one GEMM of the shared target
+    features with the relations' attention-folded weights side by side
+    (``[N_dst, R * H]``); then one edge list over the stacked sources
+    (``typed_edges``) gets one score pass, one softmax over (target, relation)
+    groups -- what each layer's softmax normalises over -- and one
+    message-passing pass summing every relation's messages into the targets,
+    plus the summed biases.  The same result as the per-relation sum, to
+    rounding (the sums run in another order).  When a relation has no target
+    features or the dtypes differ, each layer finishes on its own and the
+    outputs are summed (the per-relation path)."""
+    joint = _joint_targets(convs, inputs)
+    ps = [c._project(x, ei, None, target_logits=not joint)
+          for c, x, ei in zip(convs, inputs, edges, strict=True)]
+    if not joint and (any(p.a_dst is None for p in ps) or len({p.hs3.dtype for p in ps}) != 1):
+        outs = [cast(Tensor, c._attend(p)) for c, p in zip(convs, ps, strict=True)]
+        acc = outs[0]
+        for o in outs[1:]:
+            acc = acc + o
+        return acc
+    c0 = convs[0]
+    H, C, n_dst, R = c0.heads, c0.out_channels, ps[0].n_dst, len(ps)
+    typed = typed_edges([p.mp for p in ps])
+    hs3 = concat([p.hs3 for p in ps], 0)
+    a_src = concat([p.a_src for p in ps], 0)
+    if joint:
+        x_dst = cast(Tensor, ps[0].x_dst)
+        F_in = x_dst.shape[1]
+        w = concat([c._dst_weight().reshape(1, H, C, F_in) for c in convs], 0)
+        att = concat([c.att_dst.reshape(1, H, C, 1) for c in convs], 0)
+        w_att = (w * att).sum(2).reshape(R * H, F_in)         # [R * H, F]
+        a_dst = (x_dst @ w_att.T).reshape(n_dst * R, H)      # row target * R + r
+    else:
+        a_dst = stack([cast(Tensor, p.a_dst) for p in ps], 1).reshape(n_dst * R, H)
+    e = index_select(a_src, typed.edges.src) + index_select(a_dst, typed.segments)
+    e = leaky_relu(e, c0.negative_slope)
+    alpha = segment_softmax(e, typed.segments, R * n_dst)
+    if c0.dropout > 0.0 and c0.training:
+        alpha = F.dropout(alpha, p=c0.dropout, training=True)
+    out = message_passing(hs3, typed.edges, n_dst, alpha).reshape(n_dst, H * C)
+    if c0.bias is not None:
+        b: Tensor = c0.bias
+        for c in convs[1:]:
+            b = b + cast(Tensor, c.bias)
+        out = out + b
+    return out
+
+
+def _joint_targets(convs: list[GATConv], inputs: list[Any]) -> bool:
+    """Whether every relation attends from the same target features tensor (the
+    targets' logits of all of them are then one GEMM)."""
+    xs = [x[1] if isinstance(x, (tuple, list)) and len(x) == 2 else x for x in inputs]
+    x0 = xs[0]
+    if not isinstance(x0, Tensor) or x0.ndim != 2 or any(x is not x0 for x in xs):
+        return False
+    return all(c._in_sizes()[1] == x0.shape[1] and c.att_dst.dtype == x0.dtype for c in convs)
 
 
 def _compact(edges: EdgeIndex, width: int, out_width: int) -> bool:

@@ -11,11 +11,13 @@ from ...functional import concat, maximum, minimum
 from ...tensor import Tensor
 from ..containers import ModuleDict
 from ..module import Module
+from .gat_conv import GATConv, gat_groupable, gat_grouped
 
 __all__ = ["HeteroConv"]
 
 EdgeType = tuple[str, str, str]
 _AGGRS = ("sum", "mean", "max", "min", "cat")
+_PATHS = ("grouped", "per-relation")
 
 
 def _edge_key(edge_type: Any) -> str:
@@ -36,10 +38,25 @@ class HeteroConv(Module):
     layer's targets as the first rows of its sources.  Sub-layers live in ``convs`` under
     ``"<src___relation___dst>"`` keys, as in PyG's state_dict.  A bipartite relation's
     layer must not add self-loops (``ValueError``, as PyG).
+
+    ``path="grouped"`` (default; rtx's own, not PyG's): with ``aggr="sum"``, the
+    relations into one node type whose layers are alike ``GATConv`` s (same
+    heads, channels, slope, dropout and bias use; concatenated heads; no edge
+    features or residual) are computed together: each projects its sources, then
+    one pass scores all their edges, one softmax normalises per (target,
+    relation) as each layer does, one message-passing pass sums all their
+    messages (``rtx.nn.conv.gat_conv.gat_grouped``).  The same outputs as
+    ``path="per-relation"`` (each layer called, then summed) to rounding; those
+    sub-layers' forward hooks do not run on the grouped path.  ``forward``'s
+    ``path=`` overrides it for one call.
     """
 
-    def __init__(self, convs: Mapping[EdgeType, Module], aggr: str = "sum") -> None:
+    def __init__(self, convs: Mapping[EdgeType, Module], aggr: str = "sum",
+                 path: str = "grouped") -> None:
         super().__init__()
+        if path not in _PATHS:
+            raise ValueError(f"HeteroConv: path must be one of {_PATHS}, got {path!r}")
+        self.path = path
         if not isinstance(convs, Mapping) or not convs:
             raise ValueError("HeteroConv: convs must be a non-empty dict edge_type -> layer")
         if aggr not in _AGGRS:
@@ -63,13 +80,16 @@ class HeteroConv(Module):
 
     def forward(self, x_dict: Mapping[str, Tensor] | tuple[Mapping[str, Tensor],
                                                              Mapping[str, Tensor]],
-                edge_index_dict: Mapping[EdgeType, Any],
+                edge_index_dict: Mapping[EdgeType, Any], *, path: str | None = None,
                 **kwargs_dict: Mapping[EdgeType, Any]) -> dict[str, Tensor]:
         """``x_dict``: node type -> features (or a pair of such dicts: sources,
-        targets); ``edge_index_dict``: edge type -> edges.
+        targets); ``edge_index_dict``: edge type -> edges; ``path``: this call's
+        path (default: the layer's ``path``).
         Relations absent from ``edge_index_dict`` are skipped.  Extra per-relation
         arguments come as ``<name>_dict={edge_type: value}`` (e.g.
         ``edge_attr_dict``).  Returns destination node type -> combined output."""
+        if path is not None and path not in _PATHS:
+            raise ValueError(f"HeteroConv: path must be one of {_PATHS}, got {path!r}")
         for k in kwargs_dict:
             if not k.endswith("_dict"):
                 raise ValueError(f"HeteroConv: keyword arguments must end with '_dict' "
@@ -80,7 +100,7 @@ class HeteroConv(Module):
                             "pair of such dicts (sources, targets)")
         x_src, x_dst = (cast(tuple[Mapping[str, Tensor], Mapping[str, Tensor]], x_dict) if pair
                         else (cast(Mapping[str, Tensor], x_dict),) * 2)
-        out: dict[str, list[Tensor]] = {}
+        into: dict[str, list[tuple[Module, Any, Any, dict[str, Any]]]] = {}
         for et, key in zip(self.edge_types, self._edge_keys, strict=True):
             if et not in edge_index_dict:
                 continue
@@ -90,9 +110,22 @@ class HeteroConv(Module):
                                  f"{et!r}); x_dict has {sorted(x_src)}")
             x: Any = (x_src[src], x_dst.get(dst)) if pair or src != dst else x_src[src]
             kwargs = {k[:-5]: v[et] for k, v in kwargs_dict.items() if et in v}
-            out.setdefault(dst, []).append(self.convs[key](x, edge_index_dict[et],
-                                                                      **kwargs))
-        return {nt: self._group(xs) for nt, xs in out.items()}
+            into.setdefault(dst, []).append((self.convs[key], x, edge_index_dict[et], kwargs))
+        grouped = (path or self.path) == "grouped"
+        return {nt: self._relations_into(rels, grouped) for nt, rels in into.items()}
+
+    def _relations_into(self, rels: list[tuple[Module, Any, Any, dict[str, Any]]],
+                        grouped: bool) -> Tensor:
+        """The combined output of the relations into one node type: grouped
+        (``gat_grouped``: one attention pass over all of them) when ``path``
+        allows it, the sum is asked for and the layers can be grouped; else each
+        layer on its own, then ``aggr``."""
+        convs = [r[0] for r in rels]
+        if (grouped and self.aggr == "sum" and not any(r[3] for r in rels)
+                and gat_groupable(convs)):
+            return gat_grouped(cast(list[GATConv], convs), [r[1] for r in rels],
+                               [r[2] for r in rels])
+        return self._group([conv(x, ei, **kw) for conv, x, ei, kw in rels])
 
     def _group(self, xs: list[Tensor]) -> Tensor:
         if len(xs) == 1:
@@ -110,4 +143,5 @@ class HeteroConv(Module):
         return acc * (1.0 / len(xs)) if self.aggr == "mean" else acc
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_relations={len(self.edge_types)})"
+        return (f"{type(self).__name__}(num_relations={len(self.edge_types)}"
+                + ("" if self.path == "grouped" else f", path={self.path!r}") + ")")
