@@ -24,7 +24,7 @@ def main() -> None:
     args = sys.argv[1:]
     asan = "--asan" in args
     args = [a for a in args if a != "--asan"]
-    if len(args) != 1:
+    if len(args) != 1 or args[0].startswith("-"):   # --help is not a directory
         sys.exit(__doc__)
     out = os.path.abspath(args[0])
     tmp = os.path.join(out, "tmp")
