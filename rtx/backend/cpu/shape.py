@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._alloc import own
+from ._alloc import empty, own
 
 _ndarray = np.ndarray
 
@@ -64,7 +64,38 @@ class CpuShape:
         return r if r.base is not None and np.shares_memory(r, a) else own(r)
 
     def concat(self, xs: Any, dim: int = 0) -> np.ndarray:
-        return own(np.concatenate(list(xs), axis=dim))
+        xs = list(xs)
+        out = _joined_buffer(xs, dim, stack=False)
+        if out is None:  # numpy's own error (or an odd case), then an owned copy
+            return own(np.concatenate(xs, axis=dim))
+        return np.concatenate(xs, axis=dim, out=out)
 
     def stack(self, xs: Any, dim: int = 0) -> np.ndarray:
-        return own(np.stack(list(xs), axis=dim))
+        xs = list(xs)
+        out = _joined_buffer(xs, dim, stack=True)
+        if out is None:
+            return own(np.stack(xs, axis=dim))
+        return np.stack(xs, axis=dim, out=out)
+
+
+def _joined_buffer(xs: list[Any], dim: int, stack: bool) -> np.ndarray | None:
+    """The owned result buffer of ``concat`` / ``stack`` of same-rank arrays
+    (numpy then writes into it: one copy, not numpy's result copied again), or
+    None when the inputs are not that simple case."""
+    if not xs or not all(type(x) is _ndarray for x in xs):
+        return None
+    shape = xs[0].shape
+    nd = len(shape) + (1 if stack else 0)
+    if nd == 0 or not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    if stack:
+        if any(x.shape != shape for x in xs):
+            return None
+        full = shape[:d] + (len(xs),) + shape[d:]
+    else:
+        if any(x.ndim != len(shape) or x.shape[:d] != shape[:d]
+               or x.shape[d + 1:] != shape[d + 1:] for x in xs):
+            return None
+        full = shape[:d] + (sum(x.shape[d] for x in xs),) + shape[d + 1:]
+    return empty(full, np.result_type(*xs))
