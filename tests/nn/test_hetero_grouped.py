@@ -166,7 +166,7 @@ def test_gradcheck_grouped_heteroconv():
 
 
 @pytest.mark.parametrize("case", ["residual", "edge_dim", "not_concat", "mixed_heads",
-                                  "no_targets", "mean"])
+                                  "no_targets", "mean", "mixed_dtypes"])
 def test_layers_that_cannot_be_grouped_fall_back(case):
     """Any difference among the layers (or an aggregation other than the sum, or a
     relation without target features) runs the layers one by one: the same
@@ -199,9 +199,14 @@ def test_layers_that_cannot_be_grouped_fall_back(case):
         if case == "no_targets":
             xin = (x, {"user": x["user"]})
             edges = {et: e[:, e[1] < 3] for et, e in ei.items() if et[0] == "user"}
+        if case == "mixed_dtypes":   # float64 users, float32 items and layers
+            conv = conv.float()
+            xin = {"user": x["user"], "item": x["item"].float()}
         outs.append(conv(xin, edges, **args)["item"].numpy())
     if case in ("residual", "edge_dim", "not_concat", "mixed_heads", "mean"):
         np.testing.assert_array_equal(outs[1], outs[0])   # literally the per-relation path
+    elif case == "mixed_dtypes":
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-6)
     else:
         np.testing.assert_allclose(outs[1], outs[0], rtol=1e-12, atol=1e-14)
 

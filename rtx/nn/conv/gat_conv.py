@@ -382,6 +382,7 @@ def gat_groupable(convs: list[Module]) -> bool:
     if len(convs) < 2 or any(type(c) is not GATConv for c in convs):
         return False
     c0 = cast(GATConv, convs[0])
+
     def key(c: GATConv) -> tuple[Any, ...]:
         return (c.heads, c.out_channels, c.negative_slope, c.dropout, c.bias is None,
                 c.training)
@@ -408,7 +409,10 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
     joint = _joint_targets(convs, inputs)
     ps = [c._project(x, ei, None, target_logits=not joint)
           for c, x, ei in zip(convs, inputs, edges, strict=True)]
-    if not joint and (any(p.a_dst is None for p in ps) or len({p.hs3.dtype for p in ps}) != 1):
+    if len({p.hs3.dtype for p in ps}) != 1 or (not joint and any(p.a_dst is None for p in ps)):
+        if joint:   # the targets' logits were left to the joint GEMM: each its own now
+            ps = [p._replace(a_dst=c._logits(cast(Tensor, p.x_dst), c._dst_weight(), c.att_dst))
+                  for c, p in zip(convs, ps, strict=True)]
         outs = [cast(Tensor, c._attend(p)) for c, p in zip(convs, ps, strict=True)]
         acc = outs[0]
         for o in outs[1:]:
