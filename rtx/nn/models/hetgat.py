@@ -510,6 +510,8 @@ class HetGAT(Module):
              f"heads={self.heads}, num_layers={self.num_layers}")
         if self.dropout:
             s += f", dropout={self.dropout}"
+        if self.path != "auto":
+            s += f", path={self.path!r}"
         if self.featureless:
             s += f", embedded={self.featureless}, sparse={self.sparse}"
         return s
