@@ -61,10 +61,30 @@ def _ref_cast(x, dtype):
     return np.asarray(x, dtype=np.float64)
 
 
+def _chain_ref(xs, steps, dtype, s):
+    """The chain in float64; with ``s`` = +-1 every step's result is scaled by
+    (1 + 4 ulps of ``dtype``) or (1 - 4 ulps): what rounding each intermediate
+    to ``dtype`` can do to the end result (pow / log / exp chains amplify it)."""
+    d = s * 4 * np.finfo(dtype).eps
+    cur = xs[0].astype(np.float64)
+    for name, k, scalar in steps:
+        if name in UNARY:
+            cur = UNARY[name][1](cur)
+        else:
+            cur = BINARY[name][1](cur, 0.75 if scalar else xs[k].astype(np.float64))
+        cur = np.clip(cur * (1 + d), -1e6, 1e6)
+    return cur
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_random_chains_match_numpy(data):
-    """A random chain of fused ops over broadcast inputs, vs numpy in float64."""
+    """A random chain of fused ops over broadcast inputs, vs numpy in float64.
+
+    The tolerance is ``rt`` (relative and absolute) plus twice the chain's own
+    sensitivity to rounding each intermediate to the dtype (``_chain_ref``): a
+    float32 ``pow(log(pow(x)))`` chain amplifies one rounding past 2e-4 (CI saw
+    850227.8 against 850050.0), which says nothing about the fused kernel."""
     dtype = np.dtype(data.draw(st.sampled_from([np.float32, np.float64])))
     shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
     bshape = tuple(1 if data.draw(st.booleans()) else s for s in shape)[
@@ -77,20 +97,24 @@ def test_random_chains_match_numpy(data):
     f = Fusion(rtx.CpuBackend(), min_elements=0)
     with rtx.use_backend(f):
         ts = [rtx.tensor(x) for x in xs]
-        cur_t, cur_n = ts[0], xs[0].astype(np.float64)
+        cur_t = ts[0]
         for name, k, scalar in steps:
             if name in UNARY:
-                cur_t, cur_n = UNARY[name][0](cur_t), UNARY[name][1](cur_n)
+                cur_t = UNARY[name][0](cur_t)
             else:
-                other_t, other_n = (0.75, 0.75) if scalar else (ts[k], xs[k].astype(np.float64))
-                cur_t = BINARY[name][0](cur_t, other_t)
-                cur_n = BINARY[name][1](cur_n, other_n)
-            cur_n = np.clip(cur_n, -1e6, 1e6)
+                cur_t = BINARY[name][0](cur_t, 0.75 if scalar else ts[k])
             cur_t = rtx.minimum(rtx.maximum(cur_t, -1e6), 1e6)
         got = cur_t.numpy()
+    cur_n = _chain_ref(xs, steps, dtype, 0)
+    sens = np.maximum(np.abs(_chain_ref(xs, steps, dtype, 1) - cur_n),
+                      np.abs(_chain_ref(xs, steps, dtype, -1) - cur_n))
     assert got.dtype == dtype and got.shape == cur_n.shape
     rt = 2e-4 if dtype == np.float32 else 1e-9
-    np.testing.assert_allclose(got, cur_n, rtol=rt, atol=rt, equal_nan=True)
+    allowed = rt + rt * np.abs(cur_n) + 2 * np.nan_to_num(sens, nan=0.0)
+    err = np.abs(got.astype(np.float64) - cur_n)
+    both_nan = np.isnan(got) & np.isnan(cur_n)
+    bad = ~both_nan & ~(err <= allowed)
+    assert not bad.any(), (got[bad], cur_n[bad], allowed[bad])
     assert calls(f) >= 1
 
 
