@@ -34,7 +34,7 @@ from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["GATConv", "gat_groupable", "gat_grouped"]
+__all__ = ["GATConv", "attention_output", "gat_groupable", "gat_grouped"]
 
 
 def _glorot_(t: Tensor) -> None:
@@ -208,25 +208,13 @@ class GATConv(Module):
         e = index_select(p.a_src, p.mp.src)
         if p.a_dst is not None:
             e = e + index_select(p.a_dst, p.used.dst)
-        ei, used, loops, n_dst = p.ei, p.used, p.used.self_loop_info, p.n_dst
+        ei, used, loops = p.ei, p.used, p.used.self_loop_info
         if edge_attr is not None and self.lin_edge is not None:
             e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
         elif edge_attr is None and self.lin_edge is not None and used.num_edges:
             raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
-        e = leaky_relu(e, self.negative_slope)
-        alpha = segment_softmax(e, used.dst, n_dst)
-        if self.dropout > 0.0 and self.training:
-            alpha = F.dropout(alpha, p=self.dropout, training=True)
-        out = message_passing(p.hs3, p.mp, n_dst, alpha)  # [N_dst, H, C]
-        out = out.reshape(n_dst, self.heads * self.out_channels) if self.concat else out.mean(1)
-        if self.res is not None and p.x_dst is not None:
-            out = out + self.res(p.x_dst)
-        if self.bias is not None:
-            out = out + self.bias
-        if return_attention_weights:
-            pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
-            return out, (pairs, alpha)
-        return out
+        return attention_output(self, leaky_relu(e, self.negative_slope), p.hs3, p.mp, used,
+                                p.x_dst, return_attention_weights)
 
     def _project(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index: Any,
                  size: tuple[int, int] | None, target_logits: bool = True) -> _Projected:
@@ -375,6 +363,33 @@ class GATConv(Module):
         return f"{type(self).__name__}({self.in_channels}, {self.out_channels}, heads={self.heads})"
 
 
+def attention_output(layer: Any, scores: Tensor, values: Tensor, mp: EdgeIndex,
+                     used: EdgeIndex, x_res: Tensor | None,
+                     return_attention_weights: bool | None
+                     ) -> Tensor | tuple[Tensor, tuple[np.ndarray, Tensor]]:
+    """A GAT-family layer's output from its edges' scores ``[E, H]`` (``GATConv``,
+    ``GATv2Conv``): the softmax over each target's edges of ``used``, attention
+    dropout in training, the messages of ``values`` ``[n, H, C]`` over ``mp``
+    (``used`` over ``values``' rows), heads concatenated or averaged, the residual
+    of ``x_res`` (when the layer has one and ``x_res`` is given), the bias; with
+    ``return_attention_weights`` also ``used``'s int64 ``[2, E]`` pairs and the
+    attention."""
+    n_dst = used.num_dst
+    alpha = segment_softmax(scores, used.dst, n_dst)
+    if layer.dropout > 0.0 and layer.training:
+        alpha = F.dropout(alpha, p=layer.dropout, training=True)
+    out = message_passing(values, mp, n_dst, alpha)  # [N_dst, H, C]
+    out = out.reshape(n_dst, layer.heads * layer.out_channels) if layer.concat else out.mean(1)
+    if layer.res is not None and x_res is not None:
+        out = out + layer.res(x_res)
+    if layer.bias is not None:
+        out = out + layer.bias
+    if return_attention_weights:
+        pairs = np.stack([used.src.indices, used.dst.indices]).astype(np.int64)
+        return out, (pairs, alpha)
+    return out
+
+
 def gat_groupable(convs: list[Module]) -> bool:
     """Whether ``gat_grouped`` computes these layers' summed outputs: plain
     ``GATConv`` s with the same heads, channels, slope, dropout and bias use,
@@ -414,10 +429,7 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
             ps = [p._replace(a_dst=c._logits(cast(Tensor, p.x_dst), c._dst_weight(), c.att_dst))
                   for c, p in zip(convs, ps, strict=True)]
         outs = [cast(Tensor, c._attend(p)) for c, p in zip(convs, ps, strict=True)]
-        acc = outs[0]
-        for o in outs[1:]:
-            acc = acc + o
-        return acc
+        return sum(outs[1:], outs[0])
     c0 = convs[0]
     H, C, n_dst, R = c0.heads, c0.out_channels, ps[0].n_dst, len(ps)
     typed = typed_edges([p.mp for p in ps])
@@ -439,10 +451,7 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
         alpha = F.dropout(alpha, p=c0.dropout, training=True)
     out = message_passing(hs3, typed.edges, n_dst, alpha).reshape(n_dst, H * C)
     if c0.bias is not None:
-        b: Tensor = c0.bias
-        for c in convs[1:]:
-            b = b + cast(Tensor, c.bias)
-        out = out + b
+        out = out + sum((cast(Tensor, c.bias) for c in convs[1:]), c0.bias)
     return out
 
 

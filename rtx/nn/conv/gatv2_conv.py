@@ -23,18 +23,16 @@ from ...functional import (
     gatv2_scores,
     index_add,
     index_select,
-    message_passing,
     segment_max,
-    segment_softmax,
 )
 from ...tensor import Tensor
-from .. import functional as F
 from .. import init
 from ..lazy import check_lazy_in_channels
 from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
 from ._inputs import check_x, edges
+from .gat_conv import attention_output
 
 __all__ = ["GATv2Conv"]
 
@@ -214,19 +212,7 @@ class GATv2Conv(Module):
         xl3 = xl.reshape(n_src, H, C)
         scores = gatv2_scores(xl3, xr.reshape(n_dst, H, C), self.att.reshape(H, C), ei,
                               self.negative_slope, xe)
-        alpha = segment_softmax(scores, ei.dst, n_dst)
-        if self.dropout > 0.0 and self.training:
-            alpha = F.dropout(alpha, p=self.dropout, training=True)
-        out = message_passing(xl3, ei, n_dst, alpha)  # [N_dst, H, C]
-        out = out.reshape(n_dst, H * C) if self.concat else out.mean(1)
-        if self.res is not None:
-            out = out + self.res(x_dst)
-        if self.bias is not None:
-            out = out + self.bias
-        if return_attention_weights:
-            used = np.stack([ei.src.indices, ei.dst.indices]).astype(np.int64)
-            return out, (used, alpha)
-        return out
+        return attention_output(self, scores, xl3, ei, ei, x_dst, return_attention_weights)
 
     def _edge_features(self, edge_attr: Any, num_edges: int,
                        loops: SelfLoops | None) -> Tensor:
