@@ -77,20 +77,20 @@ def main() -> int:
 
     def suite(label: str, key: str, env: dict[str, str], targets: list[str], log: str,
               retry_tracer_crash: bool = False) -> None:
-        rc, times[key] = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]), env, run_dir,
-                                       os.path.join(base, log))
-        reports = scan(os.path.join(base, log))
-        if retry_tracer_crash and rc != 0 and not reports and tracer_crashed(
-                os.path.join(base, log)):
+        path = os.path.join(base, log)
+        times[key] = 0.0
+        for attempt in (1, 2):
+            rc, secs = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]), env, run_dir, path)
+            times[key] += secs
+            reports = scan(path)
+            if not (retry_tracer_crash and attempt == 1 and rc != 0 and not reports
+                    and tracer_crashed(path)):
+                break
             # LeakSanitizer's own intermittent failure (google/sanitizers#1353):
             # no finding, and the pass proved nothing.  Once more, in full.
             print(f"=== asan: {label}: LeakSanitizer's tracer crashed (no report); "
                   "running the pass once more", flush=True)
-            os.replace(os.path.join(base, log), os.path.join(base, log + ".tracer-crash"))
-            rc, again = mc.run_logged(mc.pytest_cmd(src, ["-q", *targets]), env, run_dir,
-                                      os.path.join(base, log))
-            times[key] += again
-            reports = scan(os.path.join(base, log))
+            os.replace(path, path + ".tracer-crash")
         if rc != 0 or reports:
             failures.append(f"{label}: exit {rc}, {len(reports)} report line(s)")
             for r in reports[:20]:
