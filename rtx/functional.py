@@ -47,7 +47,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     c = operand(cond, ad, scalars=False)
     if c.dtype.kind != "b":
         raise TypeError(f"where(): cond must be a bool tensor, got {c.dtype}")
-    if c._ad is not ad:
+    if not ad.accepts(c._ad):
         raise TypeError("where(): cond lives on a different backend than a / b")
     # cond passed as a tensor: its version is recorded (the backward reuses the mask)
     return ad.apply(OPS["where"], c, operand(a, ad), operand(b, ad))
@@ -75,7 +75,7 @@ def _same_backend(xs: Sequence[Any], name: str) -> list[Tensor]:
         raise ValueError(f"{name}(): expected a non-empty sequence of tensors")
     ts = [_t(x) for x in xs]
     ad = ts[0]._ad
-    if any(t._ad is not ad for t in ts):
+    if any(t._ad is not ad and not ad.accepts(t._ad) for t in ts):
         raise TypeError(f"{name}(): tensors live on different backends")
     dts = {t.dtype for t in ts}
     if len(dts) > 1:

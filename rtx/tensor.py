@@ -484,8 +484,16 @@ class Tensor(TensorFaces):
         o = operand(other, self._ad)
         if name in _ARITH:
             _check_inplace_cast(name, self.dtype, o)
-        ov = o._value if isinstance(o, Tensor) else o
         B = self._ad.inner
+        if isinstance(o, Tensor):
+            if o._ad is self._ad:
+                ov = o._value
+            elif self._ad.accepts(o._ad):   # a Fusion's tensor into its inner's, or back
+                ov = B.adopt(o._value, o._ad.inner)
+            else:
+                raise TypeError(f"{name}_(): tensors live on different backends")
+        else:
+            ov = o
         if name == "pow":  # computed, then copied in (the backends have no in-place pow)
             ov, name = B.pow(self._value, ov), "copy"
             if tuple(B.shape(ov)) != self.shape:
@@ -660,9 +668,7 @@ def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
         )
     if a.ndim > 2 and b.ndim > 2:  # only two batch shapes can disagree (~2 us saved)
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if a._ad is not b._ad:
-        raise TypeError("matmul: tensors live on different backends")
-    return a._ad.apply(_OPS["matmul"], a, b)
+    return a._ad.apply(_OPS["matmul"], a, b)   # (apply checks the backends)
 
 
 def parse_to(where: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:

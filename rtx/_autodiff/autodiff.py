@@ -10,6 +10,9 @@ the forward runs with a context that stores nothing and no node is made.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from .. import _dtypes
@@ -63,15 +66,33 @@ class Autodiff:
             f"{op.name}: tensors live on different backends ({a._ad.name} vs {self.name})"
         )
 
+    def accepts(self, other: Autodiff) -> bool:
+        """Whether tensors of ``other`` can be operands of this decorator's ops: the
+        same backend, or one that decorates the other (``Fusion(inner)`` and ``inner``
+        share data: ``Backend.adopt``)."""
+        if other is self:
+            return True
+        a, b = self.inner, other.inner
+        return getattr(a, "inner", None) is b or getattr(b, "inner", None) is a
+
     def apply(self, op: type[Op], *args: Any, **attrs: Any) -> Any:
+        if _redirecting:
+            to = getattr(_redirect, "to", None)
+            if to is not None and to[0] is self and op.name in to[2]:
+                return to[1].apply(op, *args, **attrs)
         T = _tensor_type
         prims = []
         track = False
+        mixed = False
         for a in args:
             if isinstance(a, T):
                 if a._ad is not self:
-                    raise self._mismatch(op, a)
-                prims.append(a._value)
+                    if not self.accepts(a._ad):
+                        raise self._mismatch(op, a)
+                    prims.append(self.inner.adopt(a._value, a._ad.inner))
+                    mixed = True
+                else:
+                    prims.append(a._value)
                 if a._rg:
                     track = True
             else:
@@ -90,7 +111,7 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            n = Node(op, ctx, tuple(parents), self.inner.dtype(out))
+            n = Node(op, ctx, tuple(parents), self.inner.dtype(out), self.inner, mixed)
             res = T._make(out, self, True, n)
             if op.view:
                 _share_counter(self.inner, res, args[0])
@@ -113,6 +134,36 @@ class Autodiff:
         if op.view:
             _share_counter(self.inner, res, args[0])
         return res
+
+
+# Fusion as a mode (``rtx.fusion.enabled()``): while a thread is inside the block,
+# the elementwise ops that thread applies on the inner backend's Autodiff run on the
+# Fusion's instead (``_redirect.to = (inner's, fusion's, op names)``); every other op
+# stays where it is (it would only materialise its operands there).  ``_redirecting``
+# counts the blocks open in any thread, so that ``apply`` outside every block pays
+# one global read for it.
+_redirect = threading.local()
+_redirecting = 0
+_redirect_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def redirected(src: Autodiff, dst: Autodiff, ops: frozenset[str]) -> Iterator[None]:
+    """Inside the block (this thread), ``src.apply`` of an op named in ``ops`` runs
+    ``dst.apply`` (whose backend must accept ``src``'s tensors: ``Autodiff.accepts``)."""
+    global _redirecting
+    if not dst.accepts(src):
+        raise TypeError(f"cannot redirect {src.name}'s ops to {dst.name}")
+    prev = getattr(_redirect, "to", None)
+    with _redirect_lock:
+        _redirecting += 1
+    _redirect.to = (src, dst, ops) if src is not dst else None
+    try:
+        yield
+    finally:
+        _redirect.to = prev
+        with _redirect_lock:
+            _redirecting -= 1
 
 
 def _share_counter(B: Any, out: Any, src: Any) -> None:

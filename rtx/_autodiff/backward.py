@@ -51,9 +51,9 @@ def _leaf_value(B: Any, leaf: Any, g: Any, sh: bool) -> Any:
     return B.copy(g) if sh else g
 
 
-def _accumulate(ad: Any, leaf_grads: dict[int, list[Any]]) -> None:
-    B = ad.inner
+def _accumulate(leaf_grads: dict[int, list[Any]]) -> None:
     for leaf, g, sh in leaf_grads.values():
+        B = leaf._ad.inner  # (the engine gave each gradient its leaf's backend)
         with _grad_lock:  # read-modify-write of a shared leaf's .grad
             old = leaf.grad
             if old is None:
@@ -104,20 +104,23 @@ def _root_grads(outputs: list[Any], grad_outputs: Any, fn: str) -> list[tuple[An
             roots.append((_root_target(t), B.full(t.shape, 1, t.dtype), False))
             continue
         gt = go if isinstance(go, _T()) else _as_tensor(go, t._ad, t.dtype)
-        if gt._ad is not t._ad:
+        if not t._ad.accepts(gt._ad):
             raise TypeError(f"{fn}: gradient {i} lives on a different backend than its output")
         if gt.shape != t.shape:
             raise ValueError(f"{fn}: gradient {i} has shape {gt.shape}, expected {t.shape}")
-        g = gt._value if gt.dtype == t.dtype else B.cast(gt._value, t.dtype)
+        g = gt._value if gt._ad is t._ad else B.adopt(gt._value, gt._ad.inner)
+        if gt.dtype != t.dtype:
+            g = B.cast(g, t.dtype)
         roots.append((_root_target(t), g, True))
     return roots
 
 
 def _single_ad(ts: list[Any], fn: str) -> Any:
-    ads = {id(t._ad): t._ad for t in ts}
-    if len(ads) != 1:
-        raise TypeError(f"{fn}: tensors live on different backends")
-    return next(iter(ads.values()))
+    ad = ts[0]._ad
+    for t in ts[1:]:
+        if not ad.accepts(t._ad):   # the same backend, or a Fusion and its inner one
+            raise TypeError(f"{fn}: tensors live on different backends")
+    return ad
 
 
 def backward(
@@ -132,7 +135,7 @@ def backward(
     roots = _root_grads(outs, grad_tensors, "backward")
     ad = _single_ad(outs, "backward")
     leaf_grads = _engine(ad.inner, roots, bool(retain_graph))
-    _accumulate(ad, leaf_grads)
+    _accumulate(leaf_grads)
     if _post_backward_hooks:
         leaves = [entry[0] for entry in leaf_grads.values()]
         del leaf_grads
@@ -188,5 +191,5 @@ def grad(
                 )
             res.append(None)
             continue
-        res.append(_wrap(_leaf_value(B, t, g, True), ad))
+        res.append(_wrap(_leaf_value(t._ad.inner, t, g, True), t._ad))
     return tuple(res)

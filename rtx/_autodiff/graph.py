@@ -49,9 +49,10 @@ class Node:
     """
 
     __slots__ = ("op", "ctx", "parents", "released", "seq", "versions", "dtype",
-                 "__weakref__")
+                 "backend", "mixed", "__weakref__")
 
-    def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...], dtype: Any = None) -> None:
+    def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...], dtype: Any = None,
+                 backend: Any = None, mixed: bool = False) -> None:
         self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
         self.ctx = ctx          # saved state (None once released)
         self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
@@ -64,6 +65,12 @@ class Node:
         # [(version counter, version at save, input index or -1 = output, prim)] of
         # the buffers the forward saved, checked before backward (None: none saved)
         self.versions: list[tuple[list[int], int, Any, Any]] | None = None
+        # the backend the forward ran on, whose primitives ``ctx`` holds (None: the
+        # backward's, as for a ``Function``); ``mixed``: an input lives on another
+        # backend (a Fusion and its inner one, ``Backend.adopt``), so the gradients
+        # sent to the inputs are moved to each input's backend
+        self.backend = backend
+        self.mixed = mixed
 
     def name(self) -> str:
         return getattr(self.op, "name", type(self.op).__name__)
@@ -185,64 +192,80 @@ def _engine(
     leaf_grads: dict[int, list[Any]] = {}
     captured: dict[int, list[Any]] = {}
     heap: list[tuple[int, Node]] = []
-    add = B.add
+    # Each node's rule runs on the backend its forward ran on (``Node.backend``; B
+    # when unset), and the gradients it receives are that backend's primitives: a
+    # node whose inputs lived on another backend (``Node.mixed``: a Fusion and its
+    # inner backend) has each gradient moved to its input's backend.  Leaves'
+    # gradients are moved at the end, all of one backend after one flush (a
+    # Fusion's pending gradients computed in one pass).
     # Sums of a node's gradient paths go into the first one's buffer when the
     # engine owns it alone (never shared: not a user's gradient, not one buffer
     # sent to two inputs); not with ``capture``, whose captured gradients may be
     # the very buffers a rule passes on.
     own_sums = capture is None
 
-    def deliver_slow(parent: Any, ig: Any, sh: bool) -> None:
-        """An edge into one output of a multi-output node, or a leaf."""
+    def deliver_slow(parent: Any, ig: Any, sh: bool, src: Any) -> None:
+        """An edge into one output of a multi-output node, or a leaf (``ig`` a
+        primitive of backend ``src``)."""
         if type(parent) is OutputEdge:
             node = parent.node
+            Bn = node.backend or B
+            if src is not Bn:
+                ig = _move(Bn, src, ig)
             k = id(node)
             slot = grads.get(k)
             if slot is None:
                 slot = grads[k] = [None] * parent.n
                 heappush(heap, (-node.seq, node))
             if type(ig) is RowSparseGrad:  # only a leaf keeps a row-sparse gradient
-                ig = densify(B, ig)
+                ig = densify(Bn, ig)
             prev = slot[parent.index]
             if prev is None:
                 slot[parent.index] = ig
                 if sh:
                     shared.add(k)  # conservative: any shared output marks the node
             else:
-                slot[parent.index] = add(prev, ig)
+                slot[parent.index] = Bn.add(prev, ig)
         else:  # a leaf tensor
             entry = leaf_grads.get(id(parent))
             if entry is None:
-                leaf_grads[id(parent)] = [parent, ig, sh]
+                leaf_grads[id(parent)] = [parent, ig, sh, src]
             else:
-                entry[1] = add_grads(B, entry[1], ig)
+                Bl = entry[3]
+                if src is not Bl:  # two backends' gradients: summed on the leaf's
+                    Bl = parent._ad.inner
+                    entry[1] = _move(Bl, entry[3], entry[1])
+                    ig = _move(Bl, src, ig)
+                    entry[3] = Bl
+                entry[1] = add_grads(Bl, entry[1], ig)
                 entry[2] = False
 
     def deliver_node(node: Node, ig: Any, sh: bool) -> None:
         """A gradient into a single-output node: sum on fan-out, queue on first arrival."""
         k = id(node)
+        Bn = node.backend or B
         if type(ig) is RowSparseGrad:  # only a leaf keeps a row-sparse gradient
-            ig = densify(B, ig)
+            ig = densify(Bn, ig)
         prev = grads.get(k)
         if prev is None:
             grads[k] = ig
             heappush(heap, (-node.seq, node))
             if sh:
                 shared.add(k)
-        elif (own_sums and k not in shared and B.dtype(prev) == B.dtype(ig)
-              and tuple(B.shape(prev)) == tuple(B.shape(ig)) and B.is_contiguous(prev)):
+        elif (own_sums and k not in shared and Bn.dtype(prev) == Bn.dtype(ig)
+              and tuple(Bn.shape(prev)) == tuple(Bn.shape(ig)) and Bn.is_contiguous(prev)):
             # prev is the engine's own buffer (a fresh gradient, or a sum it made):
             # add into it instead of allocating a second [shape] array for the sum
-            grads[k] = B.inplace("add", prev, ig)
+            grads[k] = Bn.inplace("add", prev, ig)
         else:
-            grads[k] = add(prev, ig)
+            grads[k] = Bn.add(prev, ig)
             shared.discard(k)
 
     for target, g, sh in roots:
         if type(target) is Node:
             deliver_node(target, g, sh)
         else:
-            deliver_slow(target, g, sh)
+            deliver_slow(target, g, sh, _backend_of(target, B))
 
     while heap:
         n = heappop(heap)[1]
@@ -251,16 +274,17 @@ def _engine(
         ctx = n.ctx  # read once: another thread's backward may release it meanwhile
         if ctx is None or n.released:
             raise _released_error(n)
+        Bn = n.backend or B
         vs = n.versions
         if vs is not None:
             for v in vs:
                 if v[0][0] != v[1]:  # a saved buffer was modified in place since
-                    _check_versions(B, n)
+                    _check_versions(Bn, n)
         dt = n.dtype
-        if dt is not None and B.dtype(g) != dt:
+        if dt is not None and Bn.dtype(g) != dt:
             # a consumer of another dtype (a float32 output times a float64 tensor)
             # sent a gradient of its own dtype: every rule gets its output's dtype
-            g = B.cast(g, dt)
+            g = Bn.cast(g, dt)
         g_shared = key in shared
         if g_shared:
             shared.discard(key)
@@ -270,7 +294,7 @@ def _engine(
             if key not in needed:
                 continue
         op = n.op
-        in_grads = op.backward(ctx, B, g)
+        in_grads = op.backward(ctx, Bn, g)
         del g
         fresh = op.fresh_grads
         if fresh:
@@ -279,24 +303,67 @@ def _engine(
             sh = True
         else:
             sh = g_shared or sum(1 for ig in in_grads if ig is not None) > 1
+        mixed = n.mixed
         for parent, ig in zip(n.parents, in_grads, strict=False):
             if ig is None or parent is None:
                 continue
             if type(parent) is Node:
+                if mixed:
+                    Bp = parent.backend or B
+                    if Bp is not Bn:
+                        ig = _move(Bp, Bn, ig)
                 deliver_node(parent, ig, sh)
             else:
-                deliver_slow(parent, ig, sh)
+                deliver_slow(parent, ig, sh, Bn)
         del in_grads, ctx
         if not retain_graph:
             n.ctx = None
             n.versions = None  # holds saved buffers too
             n.released = True
+    _leaves_home(leaf_grads)
     if capture is not None:
         for k, entry in leaf_grads.items():
             if k in capture:
                 captured[k] = [entry[1], entry[2]]
         return captured
     return leaf_grads
+
+
+def _backend_of(target: Any, B: Any) -> Any:
+    """The backend whose primitives a gradient for ``target`` is (engine default B)."""
+    if type(target) is Node:
+        return target.backend or B
+    if type(target) is OutputEdge:
+        return target.node.backend or B
+    return target._ad.inner  # a leaf tensor
+
+
+def _move(dst: Any, src: Any, g: Any) -> Any:
+    """Gradient ``g`` (a primitive of backend ``src``, or a ``RowSparseGrad``) as
+    one of ``dst`` (``Backend.adopt``)."""
+    if type(g) is RowSparseGrad:
+        return RowSparseGrad(g._idx, dst.adopt(g._vals, src), g._shape)
+    return dst.adopt(g, src)
+
+
+def _leaves_home(leaf_grads: dict[int, list[Any]]) -> None:
+    """Each ``[leaf, grad, shared, grad's backend]`` entry -> ``[leaf, grad, shared]``
+    with the gradient on the leaf's backend; a backend with pending work (a Fusion)
+    is flushed once first, so its leaves' gradients are computed together."""
+    away = [e for e in leaf_grads.values() if e[3] is not e[0]._ad.inner]
+    if away:
+        flushed: set[int] = set()
+        for e in away:
+            src = e[3]
+            if id(src) not in flushed:
+                flushed.add(id(src))
+                flush = getattr(src, "flush", None)
+                if flush is not None:
+                    flush()
+        for e in away:
+            e[1] = _move(e[0]._ad.inner, e[3], e[1])
+    for e in leaf_grads.values():
+        del e[3]
 
 
 class _HookHandle:

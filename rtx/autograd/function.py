@@ -137,13 +137,13 @@ class _FunctionOp:
                     f"function {self.name}Backward returned a {type(r).__name__} as the "
                     f"gradient at index {i}; expected a Tensor or None"
                 )
-            if r._ad is not ad:
+            if not ad.accepts(r._ad):
                 raise TypeError(
                     f"function {self.name}Backward returned a gradient on another backend "
                     f"at index {i}"
                 )
             shape, dtype = meta
-            p = r._value
+            p = r._value if r._ad is ad else B.adopt(r._value, r._ad.inner)
             gshape = tuple(B.shape(p))
             if gshape != shape:
                 try:
@@ -165,7 +165,8 @@ class _FunctionOp:
 
 def _alias(Tensor: Any, o: Any, ad: Any, node: Any = None) -> Any:
     """A new tensor over ``o``'s buffer, sharing its version counter."""
-    t = Tensor._make(o._value, ad, node is not None, node)
+    v = o._value if o._ad is ad else ad.inner.adopt(o._value, o._ad.inner)
+    t = Tensor._make(v, ad, node is not None, node)
     vc = o._vc
     if vc is None:
         vc = o._vc = [0]
@@ -204,6 +205,7 @@ class Function:
         if cls._op is None:
             raise TypeError("call apply() on a subclass of rtx.autograd.Function")
         ad = None
+        mixed = False
         needs = []
         in_meta: list[Any] = []
         parents: list[Any] = []
@@ -212,7 +214,10 @@ class Function:
                 if ad is None:
                     ad = a._ad
                 elif a._ad is not ad:
-                    raise TypeError(f"{cls.__name__}.apply: tensors live on different backends")
+                    if not ad.accepts(a._ad):   # (a Fusion and its inner backend mix)
+                        raise TypeError(
+                            f"{cls.__name__}.apply: tensors live on different backends")
+                    mixed = True
                 rg = a._rg
                 needs.append(rg)
                 if rg:
@@ -238,7 +243,8 @@ class Function:
             ctx._saved = None
             res = tuple(_alias(Tensor, o, o._ad) if isinstance(o, Tensor) else o for o in outs)
             return res[0] if single else res
-        node = Node(cls._op, ctx, tuple(parents))
+        assert ad is not None   # (tracking needs an input tensor that requires grad)
+        node = Node(cls._op, ctx, tuple(parents), None, ad.inner, mixed)
         n = len(outs)
         ctx._ad = ad
         ctx._n_out = n
@@ -250,7 +256,7 @@ class Function:
                 out_meta.append(None)
                 res_list.append(o)
                 continue
-            if o._ad is not ad:
+            if not ad.accepts(o._ad):
                 raise TypeError(
                     f"{cls.__name__}.forward returned a tensor on another backend (output {k})"
                 )

@@ -114,6 +114,19 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
     def dtype(self, p: Prim) -> np.dtype:
         """``p``'s dtype (a numpy dtype)."""
 
+    def adopt(self, p: Any, src: Backend) -> Prim:
+        """``p``, a primitive of backend ``src``, as one of this backend (the same
+        values, no copy where the data is shared).
+
+        Two backends share data only when one decorates the other (``Fusion(inner)``'s
+        lazy nodes hold ``inner``'s arrays): then ``src.lower(p)`` gives the inner
+        primitive.  Any other pair raises ``TypeError``: their tensors cannot mix."""
+        if src is self:
+            return p
+        if getattr(src, "inner", None) is self and hasattr(src, "lower"):
+            return src.lower(p)
+        raise TypeError(f"tensors live on different backends ({src.name} vs {self.name})")
+
     # -------------------------------------------------------------- queries
     @query
     def aliases(self, view: Prim, base: Prim) -> bool:

@@ -18,7 +18,9 @@ import threading
 import weakref
 from collections.abc import Iterator
 
-from .._backend_state import get_default_backend, set_default_backend, use_backend
+from .._autodiff.autodiff import redirected
+from .._autodiff.ops import OPS as _TAPE_OPS
+from .._backend_state import autodiff_for, get_default_backend, set_default_backend, use_backend
 from ..backend.base import Backend
 from .backend import FUSABLE_OPS, Fusion, Lazy
 
@@ -28,6 +30,9 @@ __all__ = ["FUSABLE_OPS", "Fusion", "Lazy", "enabled", "env_enabled", "fusion_fo
 # strong map kept every inner backend ever fused alive).  The Fusion lives while
 # anything uses it (its tensors, a default backend); after that the next
 # ``fusion_for(inner)`` makes a new one (its program cache starts empty).
+# the tape's ops that enabled() moves onto the Fusion: those it records
+_REDIRECTED = frozenset(n for n in _TAPE_OPS if n in FUSABLE_OPS)
+
 _fusions: weakref.WeakValueDictionary[int, Fusion] = weakref.WeakValueDictionary()
 _fusions_lock = threading.Lock()
 
@@ -47,15 +52,27 @@ def fusion_for(inner: Backend) -> Fusion:
 
 @contextlib.contextmanager
 def enabled(inner: Backend | None = None) -> Iterator[Fusion]:
-    """Create new tensors on the fused stack inside the block (this thread).
+    """Fuse the elementwise ops of this thread inside the block.
 
     ``inner``: the backend to fuse over (default: the current default backend).
-    Tensors created outside the block live on another backend and cannot be
-    mixed with the ones created inside.
+    Inside the block every elementwise op (``FUSABLE_OPS``) on a tensor of
+    ``inner`` -- model parameters, inputs made before the block -- is recorded on
+    ``Fusion(inner)`` like one on a tensor made inside it, and new tensors are made
+    on the Fusion; other ops run where their operands live.  Results are materialised
+    when something reads them and at the end of the block.  Tensors of the Fusion and
+    of ``inner`` mix anywhere, inside the block or after it (``Backend.adopt``); the
+    tape runs each op's backward rule on the backend its forward ran on, and every
+    leaf gets its gradient on its own backend.
     """
-    f = fusion_for(inner if inner is not None else get_default_backend())
-    with use_backend(f):
-        yield f
+    src = inner if inner is not None else get_default_backend()
+    if isinstance(src, Fusion):
+        src = src.inner
+    f = fusion_for(src)
+    try:
+        with use_backend(f), redirected(autodiff_for(src), autodiff_for(f), _REDIRECTED):
+            yield f
+    finally:
+        f.flush()
 
 
 def env_enabled() -> bool:

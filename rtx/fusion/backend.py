@@ -116,6 +116,16 @@ class Fusion(Backend):
     def is_prim(self, p: Any) -> bool:
         return type(p) is Lazy
 
+    def adopt(self, p: Any, src: Backend) -> Any:
+        """An inner primitive as a (materialised) lazy leaf; see ``Backend.adopt``."""
+        if src is self.inner:
+            return self._wrap(p)
+        return super().adopt(p, src)
+
+    def lower(self, p: Any) -> Any:
+        """``p`` as an inner primitive (its pending expression run first)."""
+        return self._force(p) if type(p) is Lazy else p
+
     # --------------------------------------------------- wrapping helpers
     def _wrap(self, r: Any) -> Any:
         if type(r) is not Lazy and self.inner.is_prim(r) and not isinstance(r, (tuple, list)):

@@ -1,0 +1,312 @@
+"""``rtx.fusion.enabled()`` as a mode (issue 22 item 3): inside the block the
+elementwise ops on tensors made before it (model parameters, inputs) are fused like
+those on tensors made inside it; tensors of the Fusion and of its inner backend mix
+anywhere; the tape runs each rule on its forward's backend and every leaf gets its
+gradient on its own backend.  Every check compares values with the unfused CPU
+backend's (the same ops: bitwise for IEEE-exact chains)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import rtx
+from rtx.fusion import Fusion, Lazy
+
+N = 1 << 15          # above Fusion's default min_elements: the ops are recorded
+CPU = rtx.CpuBackend
+
+
+def _leaves(dtype, n=N, k=4, seed=0, rg=True):
+    rng = np.random.default_rng(seed)
+    return [rtx.tensor(rng.standard_normal(n).astype(dtype), requires_grad=rg)
+            for _ in range(k)]
+
+
+def _chain4(a, b, c, d):
+    return rtx.leaky_relu(a + b, 0.1) * c - d
+
+
+def _chain8(a, b, c, d):
+    return rtx.minimum(rtx.relu(_chain4(a, b, c, d)) * 0.5 + a, b)
+
+
+def _calls(f):
+    return f.cache_info()["kernel_calls"]
+
+
+def _grads(ts):
+    out = [t.grad.numpy().copy() for t in ts]
+    for t in ts:
+        t.grad = None
+    return out
+
+
+@pytest.fixture
+def base():
+    """The default backend outside the block (the CPU backend, unless RTX_FUSION=1)."""
+    b = rtx.get_default_backend()
+    return b.inner if isinstance(b, Fusion) else b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chain", [_chain4, _chain8])
+def test_inputs_made_before_the_block_are_fused(dtype, chain, base):
+    ts = _leaves(dtype, rg=False)
+    ref = chain(*ts).numpy().copy()
+    with rtx.fusion.enabled() as f:
+        n0 = _calls(f)
+        y = chain(*ts)
+        assert isinstance(y._value, Lazy) and y.backend is f
+        assert y._value.pending                    # recorded, not run yet
+        got = y.numpy()
+        assert _calls(f) == n0 + 1                 # the whole chain: one pass
+    np.testing.assert_array_equal(got, ref)
+    assert all(t.backend is base for t in ts)       # the inputs did not move
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("backward_inside", [True, False])
+def test_gradients_reach_leaves_made_before_on_their_backend(dtype, backward_inside, base):
+    ts = _leaves(dtype)
+    _chain8(*ts).sum().backward()
+    ref = _grads(ts)
+    with rtx.fusion.enabled() as f:
+        n0 = _calls(f)
+        loss = _chain8(*ts).sum()
+        if backward_inside:
+            loss.backward()
+    if not backward_inside:
+        loss.backward()
+    assert _calls(f) > n0
+    for t, r in zip(ts, ref, strict=True):
+        assert t.grad.backend is base and not isinstance(t.grad._value, Lazy)
+        np.testing.assert_array_equal(t.grad.numpy(), r)
+
+
+def test_the_block_materialises_its_results_at_the_end():
+    a, b = _leaves(np.float32, k=2, rg=False)
+    with rtx.fusion.enabled():
+        y = rtx.leaky_relu(a * b + 1.0)
+        assert y._value.pending
+    assert not y._value.pending                    # computed when the block closed
+    np.testing.assert_array_equal(y.numpy(), rtx.leaky_relu(a * b + 1.0).numpy())
+
+
+def test_non_elementwise_ops_stay_on_their_backend(base):
+    rng = np.random.default_rng(1)
+    x = rtx.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    w = rtx.tensor(rng.standard_normal((128, 128)).astype(np.float32), requires_grad=True)
+    bias = rtx.tensor(rng.standard_normal(128).astype(np.float32), requires_grad=True)
+    ref_loss = rtx.leaky_relu(x @ w + bias, 0.2).sum()
+    ref_loss.backward()
+    ref = _grads([w, bias])
+    with rtx.fusion.enabled() as f:
+        h = x @ w
+        assert h.backend is base                   # a matmul is not redirected
+        z = rtx.leaky_relu(h + bias, 0.2)
+        assert z.backend is f
+        loss = z.sum()
+        loss.backward()
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    for t, r in zip([w, bias], ref, strict=True):
+        assert t.grad.backend is base
+        np.testing.assert_allclose(t.grad.numpy(), r, rtol=1e-5, atol=1e-5)
+
+
+def test_a_graph_spanning_before_inside_and_after_the_block(base):
+    """Nodes recorded on the CPU backend before the block, on the Fusion inside it
+    and on either after it: one backward, each rule on its own backend."""
+    a, b, c, d = _leaves(np.float64)
+
+    def model(inside):
+        u = a * 2.0 + b                            # before: CPU nodes
+        with rtx.fusion.enabled() if inside else _null():
+            v = rtx.tanh(u * c) - d                # inside: Fusion nodes over CPU leaves
+        w = v * a + u                              # after: a Fusion tensor times CPU ones
+        return (w * w).sum() + (a * v).sum()      # a * v: the CPU tensor on the left
+
+    model(False).backward()
+    ref = _grads([a, b, c, d])
+    loss = model(True)
+    loss.backward()
+    for t, r in zip([a, b, c, d], ref, strict=True):
+        assert t.grad.backend is base
+        np.testing.assert_allclose(t.grad.numpy(), r, rtol=1e-12, atol=1e-12)
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_the_mode_is_per_thread(base):
+    a, b = _leaves(np.float32, k=2, rg=False)
+    seen = {}
+    entered, release = threading.Event(), threading.Event()
+
+    def other():
+        entered.wait()
+        seen["backend"] = (a + b).backend          # while the main thread is inside
+        release.set()
+
+    th = threading.Thread(target=other)
+    th.start()
+    with rtx.fusion.enabled() as f:
+        entered.set()
+        release.wait(30)
+        assert (a + b).backend is f
+    th.join()
+    assert seen["backend"] is base
+    assert (a + b).backend is base                 # and after the block
+
+
+def test_an_error_inside_the_block_leaves_no_mode_behind(base):
+    a, b = _leaves(np.float32, k=2, rg=False)
+    with pytest.raises(ValueError, match="boom"), rtx.fusion.enabled():
+        y = a * b + 1.0
+        raise ValueError("boom")
+    assert not y._value.pending
+    assert (a * b).backend is base and rtx.get_default_backend() is not None
+    np.testing.assert_array_equal(y.numpy(), (a * b + 1.0).numpy())
+
+
+def test_nested_blocks(base):
+    a, b = _leaves(np.float32, k=2, rg=False)
+    with rtx.fusion.enabled() as f:
+        with rtx.fusion.enabled() as g:
+            assert g is f and (a + b).backend is f
+        assert (a + b).backend is f                # the outer block still fuses
+    assert (a + b).backend is base
+
+
+def test_inplace_updates_and_an_optimiser_step_inside_the_block(base):
+    rng = np.random.default_rng(3)
+    x = rtx.tensor(rng.standard_normal((512, 64)).astype(np.float32))
+    w0 = rng.standard_normal((64, 64)).astype(np.float32)
+
+    def train(inside):
+        w = rtx.nn.Parameter(rtx.tensor(w0.copy()))
+        opt = rtx.optim.Adam([w], lr=0.01)
+        for _ in range(3):
+            with rtx.fusion.enabled() if inside else _null():
+                opt.zero_grad()
+                loss = (rtx.leaky_relu(x @ w, 0.1) * 0.5 - 0.25).abs().mean()
+                loss.backward()
+                opt.step()
+                with rtx.no_grad():
+                    w.mul_(rtx.ones(64, 64) * 0.999)   # an in-place update by a Fusion tensor
+        return w
+
+    ref, got = train(False), train(True)
+    assert got.backend is base and not isinstance(got._value, Lazy)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_inplace_updates_by_fused_results_of_tensors_made_before(base):
+    a, b = _leaves(np.float32, k=2, rg=False)
+    idx = np.arange(N) % 7
+    want = np.abs(a.numpy() * 2.0 - b.numpy()) ** 1.5
+    want_rows = np.zeros(7, np.float32)
+    np.add.at(want_rows, idx, want * 0.5)
+    t, rows = a.clone(), rtx.zeros(7)
+    with rtx.fusion.enabled() as f:
+        t.mul_(2.0).sub_(b)
+        t.copy_(rtx.abs(t))                # a Fusion result written into t
+        t.pow_(1.5)
+        half = t * 0.5
+        assert half.backend is f
+        rows.index_add_(0, idx, half)      # a Fusion source into a tensor made before
+    assert t.backend is base and not isinstance(t._value, Lazy)
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(rows.numpy(), want_rows, rtol=1e-4)
+
+
+def test_a_model_made_before_the_block(base):
+    """What users write: a model whose parameters exist, its call wrapped."""
+    rng = np.random.default_rng(4)
+    rtx.manual_seed(0)
+    model = rtx.nn.Sequential(rtx.nn.Linear(32, 64), rtx.nn.LeakyReLU(0.2),
+                              rtx.nn.Linear(64, 64), rtx.nn.ELU(), rtx.nn.Linear(64, 4))
+    model.to(rtx.float64)
+    x = rtx.tensor(rng.standard_normal((2048, 32)))
+    y = rtx.tensor(rng.integers(0, 4, 2048))
+    params = list(model.parameters())
+
+    rtx.nn.functional.cross_entropy(model(x), y).backward()
+    ref = _grads(params)
+    with rtx.fusion.enabled() as f:
+        n0 = _calls(f)
+        out = model(x)
+    loss = rtx.nn.functional.cross_entropy(out, y)   # after the block
+    loss.backward()
+    assert _calls(f) > n0
+    for p, r in zip(params, ref, strict=True):
+        assert p.grad.backend is base
+        np.testing.assert_allclose(p.grad.numpy(), r, rtol=1e-10, atol=1e-12)
+
+
+def test_sparse_embedding_gradients_inside_the_block(base):
+    emb = rtx.nn.Embedding(1000, 64, sparse=True)
+    idx = np.random.default_rng(5).integers(0, 1000, 4096)
+    (rtx.leaky_relu(emb(idx) * 2.0, 0.2).sum()).backward()
+    ref = emb.weight.grad.to_dense().numpy().copy()
+    emb.weight.grad = None
+    with rtx.fusion.enabled():
+        rtx.leaky_relu(emb(idx) * 2.0, 0.2).sum().backward()
+    g = emb.weight.grad
+    assert g.is_sparse
+    np.testing.assert_array_equal(g.to_dense().numpy(), ref)
+    assert g.to_dense().backend is base
+
+
+def test_autograd_grad_root_gradients_and_functions_across_the_pair(base):
+    a, b = _leaves(np.float64, k=2)
+    with rtx.fusion.enabled():
+        y = rtx.exp(a * b) - a
+    gy = rtx.tensor(np.linspace(-1, 1, N))          # a CPU tensor for a Fusion output
+    ga, gb = rtx.autograd.grad(y, [a, b], gy, retain_graph=True)
+    with rtx.no_grad():
+        e = np.exp(a.numpy() * b.numpy())
+    np.testing.assert_allclose(ga.numpy(), gy.numpy() * (e * b.numpy() - 1), rtol=1e-12)
+    np.testing.assert_allclose(gb.numpy(), gy.numpy() * e * a.numpy(), rtol=1e-12)
+    assert ga.backend is base and gb.backend is base
+    y.backward(gy)
+    np.testing.assert_allclose(a.grad.numpy(), ga.numpy(), rtol=1e-12)
+
+    class Square(rtx.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, z):
+            ctx.save_for_backward(x)
+            return x * x + z
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2.0 * x, g
+
+    a.grad = b.grad = None
+    with rtx.fusion.enabled() as f:
+        z = b * 3.0                                 # a Fusion tensor beside a CPU one
+        assert z.backend is f
+        out = Square.apply(a, z)
+        out.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * a.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(b.grad.numpy(), np.full(N, 3.0), rtol=1e-12)
+    assert rtx.concat([z, a]).shape == (2 * N,)     # concat mixes the pair too
+
+
+def test_unrelated_backends_still_do_not_mix():
+    a = _leaves(np.float64, k=1, rg=False)[0]
+    with rtx.use_backend(rtx.MinimalBackend()):
+        m = rtx.tensor(np.ones(N))
+    with rtx.fusion.enabled():
+        with pytest.raises(TypeError, match="different backends"):
+            a + m
+        with pytest.raises(TypeError, match="different backends"):
+            rtx.concat([a, m])
