@@ -228,13 +228,21 @@ def test_only_the_sources_the_edges_read_are_transformed(loops, edge_dim, dtype,
     ref, _, _ = gat_conv_ref((x, xd), ei, conv.state_dict(), 4, 16, edge_attr=attr,
                              add_self_loops=loops)
     np.testing.assert_allclose(got[0], ref, **tol(dtype))
-    np.testing.assert_array_equal(got[0], want[0])       # the same rows, transformed alike
+    # the same rows, transformed alike: to the GEMM's rounding (BLAS may round a
+    # 60-row product differently from a 400-row one: OpenBLAS's float32 kernels on
+    # AMD EPYC do, by up to ~6 ulp)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(got[0], want[0], rtol=16 * eps, atol=16 * eps)
     for a, b in zip(got[1:3], want[1:3], strict=True):
         np.testing.assert_allclose(a, b, **tol(dtype))
     read = np.union1d(ei[0], np.arange(min(ns, nd)) if loops else [])
     assert not got[1][np.setdiff1d(np.arange(ns), read)].any()   # unread rows: no gradient
     for k in got[3]:
-        np.testing.assert_allclose(got[3][k], want[3][k], **tol(dtype), err_msg=k)
+        # a weight gradient sums over the rows transformed (60 here, 400 there): its
+        # rounding scales with the terms' size, as the GEMM's blocking differs
+        t = tol(dtype)
+        t["atol"] *= max(1.0, float(np.abs(want[3][k]).max()))
+        np.testing.assert_allclose(got[3][k], want[3][k], **t, err_msg=k)
     if dtype == np.float64:                              # a small case the rule still takes
         monkeypatch.setattr(gat_mod, "_compact", lambda *a: calls.append(real(*a)) or calls[-1])
         ns, nd, E = 40, 6, 8
