@@ -11,6 +11,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rtx
 from rtx.fusion import Fusion, Lazy
@@ -310,3 +312,41 @@ def test_unrelated_backends_still_do_not_mix():
             a + m
         with pytest.raises(TypeError, match="different backends"):
             rtx.concat([a, m])
+
+
+_IEEE = {
+    "add": lambda u, v: u + v, "sub": lambda u, v: u - v, "mul": lambda u, v: u * v,
+    "maximum": rtx.maximum, "minimum": rtx.minimum,
+    "relu": lambda u, v: rtx.relu(u), "lrelu": lambda u, v: rtx.leaky_relu(u, 0.3),
+    "neg": lambda u, v: -u, "abs": lambda u, v: rtx.abs(u) * v,
+}
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(sorted(_IEEE)), st.integers(0, 3),
+                              st.booleans()), min_size=1, max_size=8),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_random_chains_over_inputs_made_before_and_inside_match_unfused(ops, dtype):
+    """Each op's second operand is one of four leaves made before the block, or a
+    copy of it made inside: values and the gradients bitwise the unfused ones
+    (IEEE-exact ops)."""
+    host = [np.random.default_rng(i).standard_normal(N).astype(dtype) for i in range(4)]
+
+    def run(fused):
+        before = [rtx.tensor(h, requires_grad=True) for h in host]
+        with rtx.fusion.enabled() if fused else _null():
+            h = before[0] * 1.0
+            for name, k, inside in ops:
+                v = before[k] * 1.0 if inside else before[k]   # made inside: a Fusion tensor
+                h = _IEEE[name](h, v)
+            loss = (h * before[3]).sum()
+        loss.backward()
+        return h.numpy().copy(), [None if t.grad is None else t.grad.numpy().copy()
+                                  for t in before]
+
+    (v0, g0), (v1, g1) = run(False), run(True)
+    np.testing.assert_array_equal(v1, v0)
+    for a, b in zip(g1, g0, strict=True):
+        assert (a is None) == (b is None)          # (a leaf the chain never read)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
