@@ -28,8 +28,10 @@ cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
     #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
+    #define rtx_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 1)
     #else
     #define rtx_prefetch(p) ((void)0)
+    #define rtx_prefetch_w(p) ((void)0)
     #endif
     /* Prefetch a whole row (up to 2 KiB of it), one request per cache line. */
     static inline void rtx_prefetch_row(const void* p, size_t nbytes) {
@@ -65,6 +67,7 @@ cdef extern from *:
     #endif
     """
     void rtx_prefetch(const void* p) noexcept nogil
+    void rtx_prefetch_w(const void* p) noexcept nogil   # a line about to be written
     void rtx_prefetch_row(const void* p, size_t nbytes) noexcept nogil
     int RTX_HAVE_STREAM
     void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil

@@ -25,6 +25,14 @@ cdef void _message_rows(const real* xp, const index_t* other, const real* wp, bi
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[r], ptr[r + 1]):
+            # two stages: the edge's index and weight 2A edges ahead (perm is read in
+            # order, its targets are not), then its x row A edges ahead, whose address
+            # that first stage brought into the cache
+            if k + 2 * CSR_PREFETCH_AHEAD < kend:
+                e = perm[k + 2 * CSR_PREFETCH_AHEAD]
+                rtx_prefetch(other + e)
+                if weighted:
+                    rtx_prefetch(wp + e * H)
             if k + CSR_PREFETCH_AHEAD < kend:
                 rtx_prefetch_row(xp + <Py_ssize_t>other[perm[k + CSR_PREFETCH_AHEAD]] * F,
                                  <size_t>F * sizeof(real))
@@ -205,6 +213,15 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst,
         xs = xp + s * F
         memset(row, 0, <size_t>F * sizeof(real))
         for k in range(ptr[s], ptr[s + 1]):
+            # two stages, as in _message_rows: the edge's target index, weight and
+            # grad_weight slot 2A edges ahead, then its g row A edges ahead
+            if k + 2 * CSR_PREFETCH_AHEAD < kend:
+                e = perm[k + 2 * CSR_PREFETCH_AHEAD]
+                rtx_prefetch(dst + e)
+                if weighted:
+                    rtx_prefetch(wp + e * H)
+                    if need_w:
+                        rtx_prefetch_w(gwp + e * H)
             if k + CSR_PREFETCH_AHEAD < kend:
                 rtx_prefetch_row(gp + <Py_ssize_t>dst[perm[k + CSR_PREFETCH_AHEAD]] * F,
                                  <size_t>F * sizeof(real))

@@ -14,6 +14,8 @@ cdef enum:
     SEG_BLOCK = 64
     # Scores of one segment's head block exponentiated side by side (stack).
     SEG_BUF = 1024
+    # Entries ahead whose randomly placed scores the CSR softmax kernels prefetch.
+    SEG_PREFETCH = 32
 
 cdef inline real _exp(real v) noexcept nogil:
     """exp in the kernels' dtype: float32 by rtx_expf (vectorisable), float64 by libm."""
@@ -61,9 +63,10 @@ cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
     cdef real m[SEG_BLOCK]
     cdef real z[SEG_BLOCK]
     cdef real buf[SEG_BUF]
-    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, i
+    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, i, kend
     cdef int64_t e
     cdef real v
+    kend = ptr[r1]
     for r in range(r0, r1):
         p0 = ptr[r]
         p1 = ptr[r + 1]
@@ -74,6 +77,13 @@ cdef void _softmax_rows(const real* sp, const int64_t* perm, const int64_t* ptr,
             # target order): the same steps on contiguous memory
             _softmax_run1(sp + perm[p0], yp + perm[p0], p1 - p0)
             continue
+        # the scores (and output slots) of the entries SEG_PREFETCH ahead, read at
+        # random: their lines requested while this segment is computed
+        for k in range(p0, p1):
+            if k + SEG_PREFETCH < kend:
+                e = perm[k + SEG_PREFETCH]
+                rtx_prefetch(sp + e * H)
+                rtx_prefetch_w(yp + e * H)
         h0 = 0
         while h0 < H:
             hb = H - h0 if H - h0 < SEG_BLOCK else SEG_BLOCK
@@ -134,8 +144,9 @@ cdef void _softmax_bwd_rows(const real* yp, const real* gp, const int64_t* perm,
                             Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
     """grad_in = y * (g - sum_seg(g * y)) over each segment in [r0, r1)."""
     cdef real d[SEG_BLOCK]
-    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, q
+    cdef Py_ssize_t r, k, j, h0, hb, p0, p1, q, kend
     cdef int64_t e
+    kend = ptr[r1]
     for r in range(r0, r1):
         p0 = ptr[r]
         p1 = ptr[r + 1]
@@ -144,6 +155,12 @@ cdef void _softmax_bwd_rows(const real* yp, const real* gp, const int64_t* perm,
         if H == 1 and perm[p1 - 1] - perm[p0] == p1 - 1 - p0:
             _softmax_bwd_run1(yp + perm[p0], gp + perm[p0], op + perm[p0], p1 - p0)
             continue
+        for k in range(p0, p1):     # as in _softmax_rows: the entries ahead
+            if k + SEG_PREFETCH < kend:
+                e = perm[k + SEG_PREFETCH]
+                rtx_prefetch(yp + e * H)
+                rtx_prefetch(gp + e * H)
+                rtx_prefetch_w(op + e * H)
         h0 = 0
         while h0 < H:
             hb = H - h0 if H - h0 < SEG_BLOCK else SEG_BLOCK
