@@ -349,12 +349,19 @@ def _move(dst: Any, src: Any, g: Any) -> Any:
 def _leaves_home(leaf_grads: dict[int, list[Any]]) -> None:
     """Each ``[leaf, grad, shared, grad's backend]`` entry -> ``[leaf, grad, shared]``
     with the gradient on the leaf's backend; a backend with pending work (a Fusion)
-    is flushed once first, so its leaves' gradients are computed together."""
+    is flushed once first, so its leaves' gradients (and the copies of shared ones)
+    are computed together."""
     away = [e for e in leaf_grads.values() if e[3] is not e[0]._ad.inner]
     if away:
         flushed: set[int] = set()
         for e in away:
             src = e[3]
+            if e[2] and type(e[1]) is not RowSparseGrad:
+                # a possibly shared buffer is copied before it becomes a .grad: on its
+                # own backend, before the flush (a Fusion's copy of a pending
+                # gradient is one more output of the same pass, not a second pass)
+                e[1] = src.copy(e[1])
+                e[2] = False
             if id(src) not in flushed:
                 flushed.add(id(src))
                 flush = getattr(src, "flush", None)

@@ -350,3 +350,32 @@ def test_random_chains_over_inputs_made_before_and_inside_match_unfused(ops, dty
         assert (a is None) == (b is None)          # (a leaf the chain never read)
         if a is not None:
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_shared_gradient_is_copied_in_the_same_pass_and_never_aliased(base):
+    """add's backward hands one buffer to both inputs: each leaf made before the block
+    gets its own copy, made by the backward's one fused pass."""
+    a, b = _leaves(np.float32, k=2)
+    with rtx.fusion.enabled() as f:
+        y = rtx.leaky_relu(a * b, 0.1)
+        z = y + y * 0.0            # (a pending y; the add's gradient goes to y twice)
+        loss_in = (z + a).sum()
+        n0 = _calls(f)
+        loss_in.backward()
+        assert _calls(f) - n0 <= 2  # the forward's rest and the backward: no per-leaf pass
+    assert a.grad.backend is base and b.grad.backend is base
+    ga = a.grad.numpy().copy()
+    with rtx.no_grad():
+        b.grad.zero_()
+    np.testing.assert_array_equal(a.grad.numpy(), ga)     # a's gradient is its own
+    c, d = _leaves(np.float32, k=2, seed=9)
+    with rtx.fusion.enabled() as f:
+        loss = (c + d).sum()
+        n0, out0 = _calls(f), f.stats["outputs"]
+        loss.backward()
+        # one pass writes both leaves' gradients (not one pass, then a copy on the CPU)
+        assert (_calls(f) - n0, f.stats["outputs"] - out0) == (1, 2)
+    with rtx.no_grad():
+        c.grad.mul_(3.0)
+    np.testing.assert_array_equal(d.grad.numpy(), np.ones(N, np.float32))
+    np.testing.assert_array_equal(c.grad.numpy(), np.full(N, 3.0, np.float32))
