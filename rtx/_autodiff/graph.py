@@ -320,6 +320,7 @@ def _engine(
             n.ctx = None
             n.versions = None  # holds saved buffers too
             n.released = True
+    ig = None   # the walk's last gradient: a pending one still held here would be stored
     _leaves_home(leaf_grads)
     if capture is not None:
         for k, entry in leaf_grads.items():
@@ -353,15 +354,16 @@ def _leaves_home(leaf_grads: dict[int, list[Any]]) -> None:
     are computed together."""
     away = [e for e in leaf_grads.values() if e[3] is not e[0]._ad.inner]
     if away:
-        flushed: set[int] = set()
         for e in away:
-            src = e[3]
             if e[2] and type(e[1]) is not RowSparseGrad:
                 # a possibly shared buffer is copied before it becomes a .grad: on its
                 # own backend, before the flush (a Fusion's copy of a pending
                 # gradient is one more output of the same pass, not a second pass)
-                e[1] = src.copy(e[1])
+                e[1] = e[3].copy(e[1])
                 e[2] = False
+        flushed: set[int] = set()
+        for e in away:
+            src = e[3]
             if id(src) not in flushed:
                 flushed.add(id(src))
                 flush = getattr(src, "flush", None)
