@@ -26,13 +26,13 @@ from .backend import FUSABLE_OPS, Fusion, Lazy
 
 __all__ = ["FUSABLE_OPS", "Fusion", "Lazy", "enabled", "env_enabled", "fusion_for"]
 
+# the tape's ops that enabled() moves onto the Fusion: those it records
+_REDIRECTED = frozenset(n for n in _TAPE_OPS if n in FUSABLE_OPS)
+
 # id(inner) -> the Fusion over it, held WEAKLY (the Fusion holds ``inner``: a
 # strong map kept every inner backend ever fused alive).  The Fusion lives while
 # anything uses it (its tensors, a default backend); after that the next
 # ``fusion_for(inner)`` makes a new one (its program cache starts empty).
-# the tape's ops that enabled() moves onto the Fusion: those it records
-_REDIRECTED = frozenset(n for n in _TAPE_OPS if n in FUSABLE_OPS)
-
 _fusions: weakref.WeakValueDictionary[int, Fusion] = weakref.WeakValueDictionary()
 _fusions_lock = threading.Lock()
 
