@@ -433,6 +433,63 @@ cdef tuple _fx_extent(cnp.ndarray a):
     return lo, hi + cnp.PyArray_ITEMSIZE(a)
 
 
+import numpy as _np_fx
+
+# Programs already validated, by content (the private copy's bytes, the register
+# counts, the immediates' count, the output registers): a program is checked once,
+# not on every call (at 16x16 the checks cost more than the work).  Bounded.
+cdef dict _fx_valid = {}
+cdef Py_ssize_t FX_VALID_MAX = 4096
+
+
+cdef _fx_check_program(const int32_t* prog, int ninstr, int nregs, int nin, int nconst,
+                       Py_ssize_t nimm, const int32_t* out_regs, int nout):
+    """Raise ValueError unless the program (a private copy) is well formed."""
+    cdef int k, j, op, arity, r
+    cdef Py_ssize_t s
+    if not nin + nconst <= nregs <= FX_MAX_REGS:
+        raise ValueError(f"fused_eval: nregs={nregs} must be in [{nin + nconst}, {FX_MAX_REGS}]")
+    defined = [True] * (nin + nconst) + [False] * (nregs - nin - nconst)
+    writes = [0] * nregs
+    for k in range(ninstr):
+        op = prog[6 * k]
+        if not 0 <= op < FX_NOPS:
+            raise ValueError(f"fused_eval: instruction {k} has an unknown opcode {op}")
+        arity = _FX_ARITY[op]
+        r = prog[6 * k + 1]
+        if not nin + nconst <= r < nregs:
+            raise ValueError(f"fused_eval: instruction {k} writes register {r}, "
+                             "which is not a temporary")
+        for j in range(3):
+            s = prog[6 * k + 2 + j]
+            if j < arity:
+                if not 0 <= s < nregs or not defined[s]:
+                    raise ValueError(f"fused_eval: instruction {k} reads register {s}, "
+                                     "which is out of range or not yet written")
+            elif s != -1:
+                raise ValueError(f"fused_eval: instruction {k} has a stray operand {s}")
+        s = prog[6 * k + 5]
+        if _FX_IMM[op]:
+            if not 0 <= s < nimm:
+                raise ValueError(f"fused_eval: instruction {k} reads immediate {s}, "
+                                 "which is out of range")
+        elif s != -1:
+            raise ValueError(f"fused_eval: instruction {k} has a stray immediate {s}")
+        defined[r] = True
+        writes[r] += 1
+    if len({out_regs[j] for j in range(nout)}) != nout:
+        raise ValueError("fused_eval: output registers must be distinct")
+    for j in range(nout):
+        r = out_regs[j]
+        if not nin + nconst <= r < nregs or writes[r] != 1:
+            raise ValueError(f"fused_eval: output register {r} must be a temporary "
+                             "written by exactly one instruction")
+
+
+cdef inline Py_ssize_t _fx_up(Py_ssize_t n) noexcept:
+    return (n + 63) & ~(<Py_ssize_t>63)
+
+
 def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,
                tuple shape, int num_threads=1, Py_ssize_t block=2048):
     #: prog: npt.ArrayLike
@@ -449,76 +506,48 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     ``shape`` and that dtype, written at ``out_regs``.  Raises ``TypeError`` /
     ``ValueError`` before anything is written when any part is inconsistent.
     """
-    cdef int32_t[:, ::1] pv
-    cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, r
-    cdef int op, arity, nt, g
-    cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc
+    cdef cnp.ndarray pa, oa, x
+    cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
+    cdef int nt, typenum
+    cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes
+    cdef Py_ssize_t o_prog, o_outr, o_shp, o_str, o_dir, o_con, o_imm, o_inp, o_outp
+    cdef Py_ssize_t o_regp, o_span, o_sv, o_scr
     cdef FxPlan P
+    cdef char* block_c = NULL
     cdef char* sp
-    cdef char* scratch = NULL
-    cdef void** regp = NULL
-    cdef int32_t* prog_c = NULL
-    cdef int32_t* outr_c = NULL
-    cdef int64_t* shp_c = NULL
-    cdef int64_t* str_c = NULL
-    cdef char* dir_c = NULL
-    cdef double* con_c = NULL
-    cdef double* imm_c = NULL
-    cdef char** inp_c = NULL
-    cdef char** outp_c = NULL
+    cdef int32_t* prog_c
+    cdef int32_t* outr_c
+    cdef int64_t* shp_c
+    cdef int64_t* str_c
+    cdef char* dir_c
+    cdef double* con_c
+    cdef double* imm_c
+    cdef char** inp_c
+    cdef char** outp_c
+    cdef void** regp
+    cdef Py_ssize_t* span_c     # (lo, hi) per output, then per input
+    cdef int64_t* sv_c          # nin * D element strides (0 where broadcast)
     cdef int64_t full_shape[FX_MAX_DIMS]
+    cdef cnp.npy_intp* xs
+    cdef cnp.npy_intp* xst
 
-    import numpy as np
-
-    # -- program
-    prog = np.ascontiguousarray(prog, dtype=np.int32)
-    if prog.ndim != 2 or prog.shape[1] != 6:
+    # -- arguments as arrays of the kernel's types (no copy when they already are)
+    pa = _np_fx.ascontiguousarray(prog, dtype=_np_fx.int32)
+    if pa.ndim != 2 or pa.shape[1] != 6:
         raise ValueError("fused_eval: the program must be an (n, 6) int32 array")
-    consts = np.ascontiguousarray(consts, dtype=np.float64).reshape(-1)
-    imms = np.ascontiguousarray(imms, dtype=np.float64).reshape(-1)
-    out_regs = np.ascontiguousarray(out_regs, dtype=np.int32).reshape(-1)
-    pv = prog
-    ninstr = pv.shape[0]
-    nconst = consts.shape[0]
-    if nout < 1 or out_regs.shape[0] != nout:
+    # (the callers' lists of Python floats are read as they are: no array made)
+    if type(consts) is not list:
+        consts = _np_fx.ascontiguousarray(consts, dtype=_np_fx.float64).reshape(-1)
+    if type(imms) is not list:
+        imms = _np_fx.ascontiguousarray(imms, dtype=_np_fx.float64).reshape(-1)
+    oa = _np_fx.ascontiguousarray(out_regs, dtype=_np_fx.int32).reshape(-1)
+    ninstr = <int>pa.shape[0]
+    nconst = len(consts)
+    nimm = len(imms)
+    if nout < 1 or oa.shape[0] != nout:
         raise ValueError("fused_eval: need one output register per output (and >= 1 output)")
     if not nin + nconst <= nregs <= FX_MAX_REGS:
         raise ValueError(f"fused_eval: nregs={nregs} must be in [{nin + nconst}, {FX_MAX_REGS}]")
-    defined = [True] * (nin + nconst) + [False] * (nregs - nin - nconst)
-    writes = [0] * nregs
-    for k in range(ninstr):
-        op = pv[k, 0]
-        if not 0 <= op < FX_NOPS:
-            raise ValueError(f"fused_eval: instruction {k} has an unknown opcode {op}")
-        arity = _FX_ARITY[op]
-        r = pv[k, 1]
-        if not nin + nconst <= r < nregs:
-            raise ValueError(f"fused_eval: instruction {k} writes register {r}, "
-                             "which is not a temporary")
-        for j in range(3):
-            s = pv[k, 2 + j]
-            if j < arity:
-                if not 0 <= s < nregs or not defined[s]:
-                    raise ValueError(f"fused_eval: instruction {k} reads register {s}, "
-                                     "which is out of range or not yet written")
-            elif s != -1:
-                raise ValueError(f"fused_eval: instruction {k} has a stray operand {s}")
-        s = pv[k, 5]
-        if _FX_IMM[op]:
-            if not 0 <= s < imms.shape[0]:
-                raise ValueError(f"fused_eval: instruction {k} reads immediate {s}, "
-                                 "which is out of range")
-        elif s != -1:
-            raise ValueError(f"fused_eval: instruction {k} has a stray immediate {s}")
-        defined[r] = True
-        writes[r] += 1
-    if len(set(out_regs.tolist())) != nout:
-        raise ValueError("fused_eval: output registers must be distinct")
-    for j in range(nout):
-        r = out_regs[j]
-        if not nin + nconst <= r < nregs or writes[r] != 1:
-            raise ValueError(f"fused_eval: output register {r} must be a temporary "
-                             "written by exactly one instruction")
 
     # -- shape
     D = len(shape)
@@ -535,108 +564,148 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     if not 16 <= block <= (1 << 16):
         raise ValueError("fused_eval: block must be in [16, 65536]")
 
-    # -- outputs
+    # -- one block of private C memory for everything the nogil loop reads
     first = outputs[0]
-    if not isinstance(first, np.ndarray) or first.dtype not in (np.float32, np.float64):
+    if not isinstance(first, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>first) not in (
+            cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
         raise TypeError("fused_eval: outputs must be float32 or float64 numpy arrays")
-    dt = first.dtype
-    itemsize = dt.itemsize
-    spans = []
-    for o in outputs:
-        if not isinstance(o, np.ndarray) or o.dtype != dt:
-            raise TypeError(f"fused_eval: every output must be a {dt} numpy array")
-        if not o.flags.c_contiguous or not o.flags.writeable or o.size != total:
-            raise ValueError("fused_eval: outputs must be writable, C-contiguous and hold "
-                             f"{total} elements")
-        spans.append(_fx_extent(o))
-    in_spans = []
-    for x in inputs:
-        if not isinstance(x, np.ndarray) or x.dtype != dt:
-            raise TypeError(f"fused_eval: every input must be a {dt} numpy array")
-        if x.ndim > D:
-            raise ValueError(f"fused_eval: input of shape {x.shape} has more dims than {shape}")
-        for i in range(x.ndim):
-            if x.shape[i] != 1 and x.shape[i] != shape[D - x.ndim + i]:
-                raise ValueError(f"fused_eval: input of shape {x.shape} does not broadcast "
-                                 f"to {shape}")
-            if x.strides[i] % itemsize:
-                raise ValueError("fused_eval: input strides must be multiples of the itemsize")
-        in_spans.append(_fx_extent(x))
-    for i in range(nout):
-        lo, hi = spans[i]
-        for lo2, hi2 in spans[:i] + in_spans:
-            if lo < hi2 and lo2 < hi:
-                raise ValueError("fused_eval: an output overlaps an input or another output")
-    if total == 0:
-        return
-
-    # -- collapse dims: per-input element strides (0 where broadcast), size-1
-    # dims dropped, neighbours merged where every input is contiguous across them
-    sv = [[0] * D for i in range(nin)]
-    for i in range(nin):
-        a = inputs[i]
-        for j in range(D):
-            k = j - (D - a.ndim)
-            if k >= 0 and a.shape[k] != 1:
-                sv[i][j] = a.strides[k] // itemsize
-    groups = []      # (collapsed extent, per-input stride of the group's innermost dim)
-    for j in range(D):
-        if full_shape[j] == 1:
-            continue
-        g = len(groups) - 1
-        if g >= 0 and all(groups[g][1][i] == sv[i][j] * full_shape[j] for i in range(nin)):
-            groups[g] = (groups[g][0] * full_shape[j], [sv[i][j] for i in range(nin)])
-        else:
-            groups.append((full_shape[j], [sv[i][j] for i in range(nin)]))
-    if not groups:
-        groups = [(1, [0] * nin)]
-    nd = len(groups)
-
-    # -- private C copies of everything the nogil loop reads
+    typenum = cnp.PyArray_TYPE(<cnp.ndarray>first)
+    itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>first)
+    nt = _clamp_threads(num_threads)
+    if total < FUSED_PARALLEL_MIN:
+        nt = 1
+    if nt > (total + block - 1) // block:
+        nt = <int>((total + block - 1) // block)
+    if nt < 1:
+        nt = 1
+    per_thread = _fx_up(nregs * block * itemsize)
+    o_prog = 0
+    o_outr = o_prog + _fx_up(max(ninstr, 1) * 6 * sizeof(int32_t))
+    o_shp = o_outr + _fx_up(nout * sizeof(int32_t))
+    o_str = o_shp + _fx_up(max(D, 1) * sizeof(int64_t))
+    o_dir = o_str + _fx_up(max(nin, 1) * max(D, 1) * sizeof(int64_t))
+    o_con = o_dir + _fx_up(max(nin, 1))
+    o_imm = o_con + _fx_up(max(nconst, 1) * sizeof(double))
+    o_inp = o_imm + _fx_up(max(nimm, 1) * sizeof(double))
+    o_outp = o_inp + _fx_up(max(nin, 1) * sizeof(char*))
+    o_regp = o_outp + _fx_up(nout * sizeof(char*))
+    o_span = o_regp + _fx_up(nt * nregs * sizeof(void*))
+    o_sv = o_span + _fx_up(2 * (nout + nin) * sizeof(Py_ssize_t))
+    o_scr = o_sv + _fx_up(max(nin, 1) * max(D, 1) * sizeof(int64_t))
+    nbytes = o_scr + nt * per_thread + 64
+    block_c = <char*>malloc(nbytes)
+    if block_c == NULL:
+        raise MemoryError("fused_eval: out of memory for the program's scratch")
     try:
-        prog_c = <int32_t*>malloc(max(ninstr, 1) * 6 * sizeof(int32_t))
-        outr_c = <int32_t*>malloc(nout * sizeof(int32_t))
-        shp_c = <int64_t*>malloc(nd * sizeof(int64_t))
-        str_c = <int64_t*>malloc(max(nin, 1) * nd * sizeof(int64_t))
-        dir_c = <char*>malloc(max(nin, 1))
-        con_c = <double*>malloc(max(nconst, 1) * sizeof(double))
-        imm_c = <double*>malloc(max(imms.shape[0], 1) * sizeof(double))
-        inp_c = <char**>malloc(max(nin, 1) * sizeof(char*))
-        outp_c = <char**>malloc(nout * sizeof(char*))
-        nt = _clamp_threads(num_threads)
-        if total < FUSED_PARALLEL_MIN:
-            nt = 1
-        if nt > (total + block - 1) // block:
-            nt = <int>((total + block - 1) // block)
-        per_thread = ((nregs * block * itemsize + 63) // 64) * 64
-        scratch = <char*>malloc(nt * per_thread + 64)
-        regp = <void**>malloc(nt * nregs * sizeof(void*))
-        if (prog_c == NULL or outr_c == NULL or shp_c == NULL or str_c == NULL
-                or dir_c == NULL or con_c == NULL or imm_c == NULL or inp_c == NULL
-                or outp_c == NULL or scratch == NULL or regp == NULL):
-            raise MemoryError("fused_eval: out of memory for the program's scratch")
-        for k in range(ninstr):
-            for j in range(6):
-                prog_c[6 * k + j] = pv[k, j]
+        prog_c = <int32_t*>(block_c + o_prog)
+        outr_c = <int32_t*>(block_c + o_outr)
+        shp_c = <int64_t*>(block_c + o_shp)
+        str_c = <int64_t*>(block_c + o_str)
+        dir_c = block_c + o_dir
+        con_c = <double*>(block_c + o_con)
+        imm_c = <double*>(block_c + o_imm)
+        inp_c = <char**>(block_c + o_inp)
+        outp_c = <char**>(block_c + o_outp)
+        regp = <void**>(block_c + o_regp)
+        span_c = <Py_ssize_t*>(block_c + o_span)
+        sv_c = <int64_t*>(block_c + o_sv)
+        memcpy(prog_c, cnp.PyArray_DATA(pa), ninstr * 6 * sizeof(int32_t))
+        memcpy(outr_c, cnp.PyArray_DATA(oa), nout * sizeof(int32_t))
+        for j in range(nconst):
+            con_c[j] = consts[j]
+        for j in range(nimm):
+            imm_c[j] = imms[j]
+
+        # -- the program, checked on the private copy (once per distinct program)
+        key = (<bytes>(<char*>prog_c)[:ninstr * 6 * sizeof(int32_t)], nregs, nin, nconst,
+               nimm, <bytes>(<char*>outr_c)[:nout * sizeof(int32_t)])
+        if key not in _fx_valid:
+            _fx_check_program(prog_c, ninstr, nregs, nin, nconst, nimm, outr_c, nout)
+            if len(_fx_valid) >= FX_VALID_MAX:
+                _fx_valid.clear()
+            _fx_valid[key] = None
+
+        # -- outputs and inputs
         for j in range(nout):
-            outr_c[j] = out_regs[j]
-            outp_c[j] = <char*>_fx_data(outputs[j])
-        for j in range(nd):
-            shp_c[j] = groups[j][0]
+            o = outputs[j]
+            if not isinstance(o, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>o) != typenum:
+                raise TypeError(f"fused_eval: every output must be a {first.dtype} numpy array")
+            if (not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>o)
+                    or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>o)
+                    or cnp.PyArray_SIZE(<cnp.ndarray>o) != total):
+                raise ValueError("fused_eval: outputs must be writable, C-contiguous and hold "
+                                 f"{total} elements")
+            span_c[2 * j], span_c[2 * j + 1] = _fx_extent(<cnp.ndarray>o)
+            outp_c[j] = <char*>_fx_data(<cnp.ndarray>o)
         for i in range(nin):
-            inp_c[i] = <char*>_fx_data(inputs[i])
-            for j in range(nd):
-                str_c[i * nd + j] = groups[j][1][i]
+            xo = inputs[i]
+            if not isinstance(xo, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>xo) != typenum:
+                raise TypeError(f"fused_eval: every input must be a {first.dtype} numpy array")
+            x = <cnp.ndarray>xo
+            xd = cnp.PyArray_NDIM(x)
+            if xd > D:
+                raise ValueError(f"fused_eval: input of shape {xo.shape} has more dims than {shape}")
+            xs = cnp.PyArray_DIMS(x)
+            xst = cnp.PyArray_STRIDES(x)
+            for j in range(D):
+                sv_c[i * D + j] = 0
+            for j in range(xd):
+                if xs[j] != 1 and xs[j] != full_shape[D - xd + j]:
+                    raise ValueError(f"fused_eval: input of shape {xo.shape} does not broadcast "
+                                     f"to {shape}")
+                if xst[j] % itemsize:
+                    raise ValueError("fused_eval: input strides must be multiples of the itemsize")
+                if xs[j] != 1:
+                    sv_c[i * D + D - xd + j] = xst[j] // itemsize
+            span_c[2 * (nout + i)], span_c[2 * (nout + i) + 1] = _fx_extent(x)
+            inp_c[i] = <char*>_fx_data(x)
+        for i in range(nout):
+            lo, hi = span_c[2 * i], span_c[2 * i + 1]
+            for j in range(nout + nin):
+                if j != i and (j < i or j >= nout) and lo < span_c[2 * j + 1] \
+                        and span_c[2 * j] < hi:
+                    raise ValueError("fused_eval: an output overlaps an input or another output")
+        if total == 0:
+            return
+
+        # -- collapse dims: size-1 dims dropped, neighbours merged where every
+        # input is contiguous across them.  Groups go to shp_c, their strides to
+        # str_c in rows D apart (the input's row of sv_c), then packed nd apart.
+        nd = 0
+        for j in range(D):
+            if full_shape[j] == 1:
+                continue
+            g = nd - 1
+            if g >= 0:
+                for i in range(nin):
+                    if str_c[i * D + g] != sv_c[i * D + j] * full_shape[j]:
+                        g = -1
+                        break
+            if g >= 0:
+                shp_c[g] *= full_shape[j]
+            else:
+                g = nd
+                shp_c[g] = full_shape[j]
+                nd += 1
+            for i in range(nin):
+                str_c[i * D + g] = sv_c[i * D + j]
+        if nd == 0:
+            nd = 1
+            shp_c[0] = 1
+            for i in range(nin):
+                str_c[i] = 0
+        elif nd != D:
+            # (in place: each destination precedes the sources still to be read)
+            for i in range(nin):
+                for j in range(nd):
+                    str_c[i * nd + j] = str_c[i * D + j]
+        for i in range(nin):
             acc = 1
             dir_c[i] = 1
             for j in range(nd - 1, -1, -1):
                 if str_c[i * nd + j] != acc:
                     dir_c[i] = 0
                 acc *= shp_c[j]
-        for j in range(nconst):
-            con_c[j] = consts[j]
-        for j in range(imms.shape[0]):
-            imm_c[j] = imms[j]
         P.nin = nin
         P.nconst = nconst
         P.nregs = nregs
@@ -655,24 +724,15 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         P.inp = inp_c
         P.outp = outp_c
         # 64-byte aligned scratch slots
-        sp = scratch + ((64 - (<size_t>scratch) % 64) % 64)
+        sp = block_c + o_scr
+        sp = sp + ((64 - (<size_t>sp) % 64) % 64)
         with nogil:
             if itemsize == 4:
                 _fx_execute(<float*>NULL, &P, sp, per_thread, <float**>regp, nt)
             else:
                 _fx_execute(<double*>NULL, &P, sp, per_thread, <double**>regp, nt)
     finally:
-        free(prog_c)
-        free(outr_c)
-        free(shp_c)
-        free(str_c)
-        free(dir_c)
-        free(con_c)
-        free(imm_c)
-        free(inp_c)
-        free(outp_c)
-        free(scratch)
-        free(regp)
+        free(block_c)
 
 
 def get_fused_parallel_min():
