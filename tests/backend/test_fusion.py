@@ -219,14 +219,14 @@ def test_backward_of_a_chain_is_one_pass(fz):
     np.testing.assert_array_equal(gb, np.ones_like(gb))
 
 
-@pytest.mark.parametrize("act", ["leaky_relu", "elu", "relu"])
+@pytest.mark.parametrize("act", ["leaky_relu", "elu", "relu", "sigmoid"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_training_steps_match_unfused_bitwise(act, dt):
     """A few SGD steps of a small MLP under fusion give the unfused stack's bits
     (arithmetic and the activations the CPU backend runs on the same evaluator:
     the same IEEE operations in the same order)."""
     f = {"leaky_relu": lambda v: rtx.leaky_relu(v, 0.2), "elu": lambda v: rtx.elu(v, 0.7),
-         "relu": rtx.relu}[act]
+         "relu": rtx.relu, "sigmoid": rtx.sigmoid}[act]
 
     def run(backend):
         with rtx.use_backend(backend):
