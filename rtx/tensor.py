@@ -652,22 +652,24 @@ def _host_key(key: Any) -> Any:
 
 def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
-    if a.ndim == 0 or b.ndim == 0:
+    sa, sb = a.shape, b.shape          # (each read once: a property call per read)
+    na, nb = len(sa), len(sb)
+    if na == 0 or nb == 0:
         raise ValueError("matmul: both operands need at least 1 dimension")
-    if a.ndim == 1 and b.ndim == 1:
-        if a.shape != b.shape:
-            raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align")
+    if na == 1 and nb == 1:
+        if sa != sb:
+            raise ValueError(f"matmul: shapes {sa} and {sb} do not align")
         return (a.reshape(1, -1) @ b.reshape(-1, 1)).reshape(())
-    if a.ndim == 1:
+    if na == 1:
         return matmul_checked(a.reshape(1, -1), b).squeeze(-2)
-    if b.ndim == 1:
+    if nb == 1:
         return matmul_checked(a, b.reshape(-1, 1)).squeeze(-1)
-    if a.shape[-1] != b.shape[-2]:
+    if sa[-1] != sb[-2]:
         raise ValueError(
-            f"matmul: shapes {a.shape} and {b.shape} do not align ({a.shape[-1]} != {b.shape[-2]})"
+            f"matmul: shapes {sa} and {sb} do not align ({sa[-1]} != {sb[-2]})"
         )
-    if a.ndim > 2 and b.ndim > 2:  # only two batch shapes can disagree (~2 us saved)
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if na > 2 and nb > 2:  # only two batch shapes can disagree (~2 us saved)
+        np.broadcast_shapes(sa[:-2], sb[:-2])
     return a._ad.apply(_OPS["matmul"], a, b)   # (apply checks the backends)
 
 

@@ -24,8 +24,11 @@ class CpuLinalg:
             dt = a.dtype if a.dtype == b.dtype else result_type(a, b)
             out = empty(batch + (a.shape[-2], b.shape[-1]), dt)
             if a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype == dt and dt.kind == "f":
-                # BLAS on one thread, the work split over rtx's threads (_matmul.py)
-                matmul_2d(a, b, out, get_num_threads(), lambda shape: empty(shape, dt))
+                if out.size * a.shape[1] < BLAS_THREADED_MIN:
+                    np.matmul(a, b, out=out)     # small: as matmul_2d would, minus its setup
+                else:
+                    # BLAS on one thread, the work split over rtx's threads (_matmul.py)
+                    matmul_2d(a, b, out, get_num_threads(), lambda shape: empty(shape, dt))
             elif out.size * a.shape[-1] >= BLAS_THREADED_MIN:
                 with SINGLE_THREADED_BLAS:
                     np.matmul(a, b, out=out, dtype=dt)
