@@ -543,6 +543,34 @@ def test_fused_eval_rejects_bad_arguments_before_writing(case, exc):
 
 
 @pytest.mark.valgrind
+def test_fused_eval_checks_each_variant_of_a_validated_program():
+    """A program is validated once per (bytes, register counts, immediates, output
+    registers): a variant that differs in any of them is checked again, and runs or
+    fails as it would uncached."""
+    leaky = _prog([[LEAKY, 2, 0, -1, -1, 0]])
+    for _ in range(2):   # the second call finds the valid program cached
+        out = np.full(8, -1.0)
+        _kernels.fused_eval(leaky, 3, [-np.ones(8)], [], [0.5], [out], [2], (8,), 1)
+        np.testing.assert_array_equal(out, np.full(8, -0.5))
+    for nregs, ins, consts, imms in [(3, [np.ones(8)], [], []),           # immediate gone
+                                     (2, [np.ones(8)], [], [0.5]),        # register 2 gone
+                                     (3, [np.ones(8)], [1.0, 2.0], [0.5]),  # 2 now a constant
+                                     (3, [np.ones(8)] * 3, [], [0.5])]:  # or an input
+        out = np.full(8, -1.0)
+        with pytest.raises(ValueError):
+            _kernels.fused_eval(leaky, nregs, ins, consts, imms, [out], [2], (8,), 1)
+        np.testing.assert_array_equal(out, np.full(8, -1.0))
+    # constants and immediates as lists (the callers' way) or as arrays: the same bits
+    a = np.linspace(-3, 3, 8)
+    r = [np.empty(8) for _ in range(2)]
+    prog = _prog([[ADD, 2, 0, 1, -1, -1], [LEAKY, 3, 2, -1, -1, 0]])
+    _kernels.fused_eval(prog, 4, [a], [0.25], [0.1], [r[0]], [3], (8,), 1)
+    _kernels.fused_eval(prog, 4, [a], np.array([0.25]), np.array([0.1]), [r[1]], [3], (8,), 1)
+    np.testing.assert_array_equal(r[0], r[1])
+    np.testing.assert_array_equal(r[0], np.where(a + 0.25 > 0, a + 0.25, (a + 0.25) * 0.1))
+
+
+@pytest.mark.valgrind
 def test_fused_eval_rejects_an_output_overlapping_an_input():
     buf = np.ones(16)
     with pytest.raises(ValueError, match="overlaps"):
