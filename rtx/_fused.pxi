@@ -644,7 +644,8 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
             x = <cnp.ndarray>xo
             xd = cnp.PyArray_NDIM(x)
             if xd > D:
-                raise ValueError(f"fused_eval: input of shape {xo.shape} has more dims than {shape}")
+                raise ValueError(
+                    f"fused_eval: input of shape {xo.shape} has more dims than {shape}")
             xs = cnp.PyArray_DIMS(x)
             xst = cnp.PyArray_STRIDES(x)
             for j in range(D):

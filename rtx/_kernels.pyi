@@ -62,6 +62,10 @@ class Storage:
     @property
     def address(self) -> int: ...
 
+def storage_array(
+    shape: tuple[int, ...], dtype: np.dtype[Any], zero: bool = False
+) -> npt.NDArray[Any]: ...
+
 # -------------------------------------------------------------- _snapshot.pxi
 @disjoint_base
 class IndexSnapshot:

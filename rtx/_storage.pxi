@@ -23,6 +23,18 @@ from cpython.object cimport PyObject
 from libc.stdint cimport uintptr_t
 from libc.string cimport memset
 
+cimport numpy as cnp
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport Py_INCREF
+
+
+cdef extern from "numpy/arrayobject.h":
+    # (numpy's __init__.pxd leaves PyArray_NewFromDescr out: it steals the descriptor)
+    PyTypeObject PyArray_Type
+    object PyArray_NewFromDescr(PyTypeObject* subtype, cnp.dtype descr, int nd,
+                                cnp.npy_intp* dims, cnp.npy_intp* strides, void* data,
+                                int flags, PyObject* obj)
+
 
 cdef extern from *:
     """
@@ -392,3 +404,51 @@ cdef class Storage:
 
     def __repr__(self):
         return f"<rtx Storage {self.nbytes} bytes at {hex(<uintptr_t>self.ptr)}>"
+
+
+cdef enum:
+    _SA_MAX_DIMS = 64                 # numpy's NPY_MAXDIMS
+
+
+def storage_array(tuple shape, dtype, bint zero=False):
+    #: shape: tuple[int, ...]
+    #: dtype: np.dtype[Any]
+    #: -> npt.NDArray[Any]
+    """A C-contiguous, writable array of ``shape`` and ``dtype`` over a fresh
+    ``Storage`` (its ``base``): what ``np.ndarray(shape, dtype, Storage(n))`` makes,
+    without its buffer export and argument parsing.  Numbers and
+    bools only (uninitialised memory must never be read as object pointers).
+    Before anything is allocated: ``MemoryError`` when the byte count passes 2**62,
+    ``ValueError`` for a negative dimension or more than 64, ``TypeError`` for a
+    non-integer one or another dtype, ``OverflowError`` for a dimension past 2**63."""
+    cdef cnp.npy_intp dims[_SA_MAX_DIMS]
+    cdef cnp.dtype descr = dtype      # TypeError unless an np.dtype
+    cdef Py_ssize_t nd = len(shape), i, nbytes, d
+    cdef int t = descr.type_num
+    cdef Storage st
+    if not (0 <= t <= cnp.NPY_CLONGDOUBLE or t == cnp.NPY_FLOAT16) or descr.hasobject:
+        raise TypeError(f"storage_array: {dtype} is not a number or bool dtype")
+    if nd > _SA_MAX_DIMS:
+        raise ValueError(f"storage_array: {nd} dimensions (numpy allows {_SA_MAX_DIMS})")
+    nbytes = descr.itemsize
+    for i in range(nd):
+        d = shape[i]              # TypeError / OverflowError for a non-integer or huge one
+        if d < 0:
+            raise ValueError("negative dimensions are not allowed")
+        dims[i] = d
+    for i in range(nd):
+        if dims[i] == 0:
+            nbytes = 0
+            break
+    if nbytes:
+        for i in range(nd):
+            if dims[i] > MAX_STORAGE_BYTES // nbytes:
+                raise MemoryError(f"rtx: an array of shape {shape} is too large")
+            nbytes *= dims[i]
+    st = Storage.__new__(Storage, nbytes, zero)    # (tp_new directly: no type call)
+    Py_INCREF(descr)              # PyArray_NewFromDescr steals the descriptor
+    arr = PyArray_NewFromDescr(
+        &PyArray_Type, descr, <int>nd, dims, NULL, st.ptr,
+        cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
+    cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
+    return arr

@@ -267,3 +267,70 @@ def test_buffer_protocol_export_keeps_owner():
 def test_zeroed_storage():
     st = _kernels.Storage(1 << 16, True)
     assert not np.frombuffer(st, dtype=np.uint8).any()
+
+
+# -------------------------------------------------- arrays made over a Storage
+@pytest.mark.parametrize("dt", ["float32", "float64", "int32", "int64", "bool", "uint8",
+                                "float16", "complex64", ">f4"])
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0, 2), (7,), (16, 16), (2, 3, 4, 5)])
+def test_storage_array_is_an_owned_c_contiguous_array(dt, shape):
+    dtype = np.dtype(dt)
+    base = current()
+    a = _kernels.storage_array(shape, dtype)
+    assert a.shape == shape and a.dtype == dtype
+    assert type(a.base) is _kernels.Storage and a.base.exports == 0   # no second owner
+    assert a.base.nbytes == a.nbytes == int(np.prod(shape)) * dtype.itemsize
+    assert a.flags.c_contiguous and a.flags.writeable and not a.flags.owndata
+    assert a.base.address == a.__array_interface__["data"][0]
+    assert a.base.address % 64 == 0
+    a[...] = 1
+    assert (a == 1).all()
+    z = _kernels.storage_array(shape, dtype, True)
+    assert not z.any()
+    del a, z
+    assert current() == base                  # both blocks given back once
+
+
+def test_storage_array_memory_outlives_the_array_through_its_views():
+    base = current()
+    a = _kernels.storage_array((4, 8), np.dtype(np.float64))
+    a[...] = np.arange(32.0).reshape(4, 8)
+    v = a[1:, ::2].T
+    del a
+    gc.collect()
+    assert current() > base
+    np.testing.assert_array_equal(v, np.arange(32.0).reshape(4, 8)[1:, ::2].T)
+    del v
+    assert current() == base
+
+
+@pytest.mark.parametrize("shape,dt,exc", [
+    ((-1,), "float32", ValueError),
+    ((2, -3), "float32", ValueError),
+    ((-1, -1), "float32", ValueError),       # (a positive product: each dim is checked)
+    ((1 << 31, 1 << 31), "float32", MemoryError),
+    ((1 << 61, 4), "uint8", MemoryError),
+    ((1 << 62,), "float64", MemoryError),
+    ((1 << 70,), "float32", OverflowError),  # (rtx's empty turns it into MemoryError)
+    ((1.5,), "float32", TypeError),
+    ((1,) * 65, "float32", ValueError),
+    ((3,), "object", TypeError),             # uninitialised pointers: never
+    ((3,), "V8", TypeError),
+    ((3,), [("a", "f4")], TypeError),
+    ((3,), "U4", TypeError),
+])
+def test_storage_array_rejects_bad_arguments_before_allocating(shape, dt, exc):
+    base = current()
+    allocs = rtx.memory_stats()["allocations"]
+    with pytest.raises(exc):
+        _kernels.storage_array(shape, np.dtype(dt))
+    assert current() == base and rtx.memory_stats()["allocations"] == allocs
+
+
+def test_cpu_empty_raises_memory_error_for_any_oversized_shape():
+    from rtx.backend.cpu._alloc import empty
+    for shape in [(1 << 70,), (1 << 40, 1 << 40), (1 << 62,)]:
+        with pytest.raises(MemoryError):
+            empty(shape, np.float32)
+    assert empty([2, 3], np.float32).shape == (2, 3)         # a list: the general path
+    assert empty((2,), "datetime64[s]").dtype == np.dtype("datetime64[s]")

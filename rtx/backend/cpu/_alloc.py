@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._kernels import Storage
+from ..._kernels import Storage, storage_array
 
 _ndarray = np.ndarray
 
@@ -18,6 +18,13 @@ def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
     if not isinstance(dtype, np.dtype):
         dtype = np.dtype(dtype)
+    try:
+        # the Storage and the array made in C: numbers and bools, a tuple shape
+        return storage_array(shape, dtype, zero)
+    except TypeError:
+        pass        # another dtype or shape type (np.ndarray's message if it is wrong)
+    except OverflowError:  # a dimension past a Py_ssize_t
+        raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
     try:
         storage = Storage(math.prod(shape) * dtype.itemsize, zero)
     except OverflowError:  # more bytes than a Py_ssize_t holds
