@@ -20,20 +20,9 @@ from . import sparse as _sparse
 from .grad_mode import _state
 from .graph import Node
 from .ops import Op
+from .ops.base import SINK
 
 _tensor_type: Any = None  # rtx.tensor.Tensor, registered by rtx/tensor.py
-
-
-class _Sink:
-    """The untracked path's context: saving to it keeps nothing alive."""
-
-    __slots__ = ()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        pass
-
-
-_SINK = _Sink()
 
 
 class _Ctx:
@@ -130,7 +119,7 @@ class Autodiff:
             elif sv is None:
                 n.versions = _saved_versions(ctx, args, res, T)
             return res
-        res = T._make(op.forward(_SINK, self.inner, *prims, **attrs), self)
+        res = T._make(op.forward(SINK, self.inner, *prims, **attrs), self)
         if op.view:
             _share_counter(self.inner, res, args[0])
         return res

@@ -52,6 +52,23 @@ def test_split_matmul_matches_numpy_and_is_the_same_for_any_thread_count(sa, sb,
         np.testing.assert_array_equal(got_f[t], got_f[1])
 
 
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", [(16, 16, 16), (1, 100, 1), (100, 1, 30), (3, 7, 5),
+                                   (0, 4, 3), (4, 0, 3)])
+def test_small_matmul_is_numpys_matmul_bitwise(dt, m, k, n):
+    """Below the split threshold the CPU backend makes one BLAS call (np.dot's 2-D
+    path, cheaper per call than np.matmul's): the same bits as np.matmul, for C and
+    transposed (F-ordered) operands."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    B = rtx.CpuBackend()
+    for x, y in [(a, b), (np.asfortranarray(a), b), (a, np.asfortranarray(b))]:
+        got = B.matmul(x, y)
+        assert got.flags.c_contiguous and got.dtype == dt and got.shape == (m, n)
+        np.testing.assert_array_equal(got, np.matmul(x, y))
+
+
 def test_the_split_is_chosen_from_shapes_only():
     assert _matmul._pieces(6000, _matmul.MIN_ROWS) == [
         (6000 * i // 8, 6000 * (i + 1) // 8) for i in range(8)]

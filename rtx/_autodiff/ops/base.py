@@ -5,8 +5,9 @@ primitives and may save state on ``ctx`` (primitives, shapes and attributes,
 never ``Tensor`` s); ``backward(ctx, B, g)`` returns one gradient (or ``None``)
 per positional input.  ``ctx.needs_input_grad[i]`` says whether input ``i``
 needs a gradient, so a rule computes only what is used.  On the untracked path
-``ctx`` is a sink that stores nothing: a forward must never read back what it
-saved (write ``out = ctx.out = ...; return out``).
+``ctx`` is ``SINK``, which stores nothing: a forward must never read back what it
+saved (write ``out = ctx.out = ...; return out``), and may skip computing what only
+its backward reads (``if ctx is not SINK: ctx.sa = ...``).
 
 **The declaration.**  A rule class is also the op's one declaration: besides
 ``forward`` / ``backward`` and what the engine needs (``saves``, ``view``,
@@ -109,6 +110,17 @@ def parse_signature(op: str, sig: str) -> tuple[Param, ...]:
         out.append(Param(arg.arg, kind, default, kwonly, args))
     return tuple(out)
 
+
+class _Sink:
+    """The untracked path's context: saving to it keeps nothing alive."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass
+
+
+SINK = _Sink()
 
 _SCALARS = (int, float, bool, np.generic)
 

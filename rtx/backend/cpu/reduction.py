@@ -31,6 +31,10 @@ def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int
 
 
 def _reduce(fn: Any, a: np.ndarray, dim: Dim, keepdim: bool, dt: Any = None) -> Any:
+    if dim is None and not keepdim:   # the whole tensor to a scalar (a loss): no dims to check
+        out = empty((), dt if dt is not None else a.dtype)
+        fn(a, axis=None, out=out)
+        return out
     shape = _reduced_shape(a.shape, dim, keepdim)
     out = empty(shape, dt if dt is not None else a.dtype)
     axis = None if dim is None else _norm_dims(dim, a.ndim)
