@@ -86,6 +86,16 @@ class ActivationOps(Family):
                           self.mul(grad, negative_slope))  # type: ignore[attr-defined]
 
     @composed
+    def sigmoid_backward(self, out: Any, grad: Any) -> Any:
+        """``grad * out * (1 - out)`` (``out`` = sigmoid's result)."""
+        return self.mul(self.mul(grad, out), self.sub(1, out))  # type: ignore[attr-defined]
+
+    @composed
+    def tanh_backward(self, out: Any, grad: Any) -> Any:
+        """``grad * (1 - out * out)`` (``out`` = tanh's result)."""
+        return self.mul(grad, self.sub(1, self.mul(out, out)))  # type: ignore[attr-defined]
+
+    @composed
     def elu_backward(self, a: Any, out: Any, grad: Any, alpha: float) -> Any:
         """``grad * (out + alpha)`` (= alpha exp(a)) where ``a <= 0``, else ``grad``
         (so a NaN input passes ``grad``, as PyTorch's elu_backward)."""

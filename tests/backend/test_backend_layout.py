@@ -67,7 +67,8 @@ def test_a_backend_that_mixes_in_a_family_gets_it_in_FAMILIES():
 
 def test_composed_defaults_are_marked_where_they_are_written():
     marked = {n for n in Backend.OPS if is_composed(getattr(Backend, n))}
-    assert marked == {"relu_backward", "leaky_relu_backward", "elu_backward"}
+    assert marked == {"relu_backward", "leaky_relu_backward", "elu_backward",
+                      "sigmoid_backward", "tanh_backward"}
 
 
 # ------------------------------------------------------------- the CPU package

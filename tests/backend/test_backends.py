@@ -107,6 +107,39 @@ def test_every_op_is_covered():
     assert set(_public_ops()) == set(CALLS), set(_public_ops()) ^ set(CALLS)
 
 
+_COMPOSED_CALLS = {   # name -> (inputs from x, g; the call's extra arguments)
+    "relu_backward": (lambda B, x, g: (B.relu(x), g), ()),
+    "leaky_relu_backward": (lambda B, x, g: (x, g), (0.1,)),
+    "elu_backward": (lambda B, x, g: (x, B.elu(x, 0.5), g), (0.5,)),
+    "sigmoid_backward": (lambda B, x, g: (B.sigmoid(x), g), ()),
+    "tanh_backward": (lambda B, x, g: (B.tanh(x), g), ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_COMPOSED_CALLS))
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_cpu_one_pass_rules_are_bitwise_their_composed_defaults(name, dt, layout):
+    """The CPU backend's one-pass backward rules give the bits of the defaults they
+    replace (the same IEEE operations in the same order), run on the CPU backend's
+    own elementwise ops, zeros, infinities and NaN included."""
+    from rtx.backend._family import is_composed
+    cpu = CpuBackend()
+    default = getattr(Backend, name)
+    assert is_composed(default) and getattr(CpuBackend, name) is not default
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-6, 6, (40, 33)).astype(dt)
+    x[0, :6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30]
+    g = rng.standard_normal((33, 40)).astype(dt).T if layout == "strided" else \
+        rng.standard_normal((40, 33)).astype(dt)
+    make, extra = _COMPOSED_CALLS[name]
+    ins = make(cpu, x, g)
+    got = getattr(cpu, name)(*ins, *extra)
+    want = default(cpu, *ins, *extra)
+    assert got.dtype == want.dtype == dt and got.shape == want.shape
+    np.testing.assert_array_equal(got.view(f"u{got.itemsize}"), want.view(f"u{want.itemsize}"))
+
+
 @pytest.mark.parametrize("other", [b for b in BACKEND_NAMES if b != "cpu"])
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_backend_matches_cpu_kernels(name, other):

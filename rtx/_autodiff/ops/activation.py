@@ -142,8 +142,7 @@ class Sigmoid(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        s = ctx.out
-        return (B.mul(B.mul(g, s), B.sub(1, s)),)
+        return (B.sigmoid_backward(ctx.out, g),)   # g * s * (1 - s), one pass
 
 
 class Tanh(Op):
@@ -163,8 +162,7 @@ class Tanh(Op):
 
     @staticmethod
     def backward(ctx, B, g):
-        t = ctx.out
-        return (B.mul(g, B.sub(1, B.mul(t, t))),)
+        return (B.tanh_backward(ctx.out, g),)      # g * (1 - t * t), one pass
 
 
 class Softmax(Op):

@@ -25,6 +25,8 @@ _SIGMOID = lower(("a",), (), ("sigmoid", "a"))
 _RELU_BWD = lower(("out", "g"), ("zero",), ("where", ("le", "out", "zero"), "zero", "g"))
 _LEAKY_RELU_BWD = lower(("a", "g"), ("zero", "slope"),
                         ("where", ("gt", "a", "zero"), "g", ("mul", "g", "slope")))
+_SIGMOID_BWD = lower(("out", "g"), ("one",), ("mul", ("mul", "g", "out"), ("sub", "one", "out")))
+_TANH_BWD = lower(("out", "g"), ("one",), ("mul", "g", ("sub", "one", ("mul", "out", "out"))))
 _ELU_BWD = lower(("a", "out", "g"), ("zero", "alpha"),
                  ("where", ("le", "a", "zero"), ("mul", "g", ("add", "out", "alpha")), "g"))
 
@@ -76,6 +78,14 @@ class CpuActivation:
         if r is None:
             return super().leaky_relu_backward(a, grad, negative_slope)  # type: ignore[misc]
         return r
+
+    def sigmoid_backward(self, out: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        r = run_fixed(_SIGMOID_BWD, [out, grad], [1.0], [])
+        return super().sigmoid_backward(out, grad) if r is None else r  # type: ignore[misc]
+
+    def tanh_backward(self, out: np.ndarray, grad: np.ndarray) -> np.ndarray:
+        r = run_fixed(_TANH_BWD, [out, grad], [1.0], [])
+        return super().tanh_backward(out, grad) if r is None else r  # type: ignore[misc]
 
     def elu_backward(self, a: np.ndarray, out: np.ndarray, grad: np.ndarray,
                      alpha: float) -> np.ndarray:
