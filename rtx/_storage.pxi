@@ -20,9 +20,11 @@
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
 from libc.string cimport memset
 
+cimport cython
 cimport numpy as cnp
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
@@ -86,6 +88,9 @@ cdef Py_ssize_t _hugepage_hints = 0
 cdef dict _cache = {}                # size class -> non-empty list of addresses (int),
 #                                      least recently touched class first
 cdef bint _shutting_down = False     # after exit starts, freed blocks bypass the cache
+# An ``uncached_frees()`` block: what its thread frees inside goes to the system
+cdef unsigned long _uncached_owner = 0
+cdef int _uncached_depth = 0
 
 
 cdef Py_ssize_t MAX_STORAGE_BYTES = (<Py_ssize_t>1) << 62
@@ -197,6 +202,12 @@ cdef void _evict_for(Py_ssize_t cls) noexcept:
             del _cache[c]
 
 
+cdef inline bint _in_uncached_block() noexcept:
+    """Whether this thread is inside an ``uncached_frees()`` block (the GIL is held:
+    every free runs from a Storage's ``__dealloc__``)."""
+    return _uncached_depth > 0 and PyThread_get_thread_ident() == _uncached_owner
+
+
 cdef inline bint _fits(Py_ssize_t cls) noexcept:
     """Whether a freed block of ``cls`` bytes may join the cache (under its limit)."""
     return not _shutting_down and cls <= _cache_limit - _cached_bytes
@@ -221,7 +232,7 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     cdef list fresh
     _current_bytes -= cls
     _frees += 1
-    if not _shutting_down and cls <= _cache_limit:
+    if not _shutting_down and cls <= _cache_limit and not _in_uncached_block():
         try:
             addr = <uintptr_t>ptr          # an int: never runs a collection
             _evict_for(cls)
@@ -322,6 +333,41 @@ def reset_peak_memory_stats():
 def empty_cache():
     """Return every cached free block to the system."""
     _release_cache()
+
+
+@cython.auto_pickle(False)      # (a context manager: nothing to pickle)
+cdef class uncached_frees:
+    """A block whose frees (this thread's) go to the system, not the cache.
+
+    ``with uncached_frees():`` -- other threads' frees are cached as usual.  For
+    one-off work whose temporaries no later step reuses (building a
+    sampler's adjacency): left in the cache, they would hold memory until the
+    least-recently-used eviction reached them.  Nests; a block another thread
+    has open makes this one a no-op (it is a memory hint, never a correctness
+    matter)."""
+
+    cdef bint _active
+
+    def __enter__(self):
+        #: -> uncached_frees
+        global _uncached_owner, _uncached_depth
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if self._active:
+            raise RuntimeError("uncached_frees: this block is already open")
+        self._active = _uncached_depth == 0 or _uncached_owner == me
+        if self._active:
+            _uncached_owner = me
+            _uncached_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        #: *exc: object
+        #: -> bool
+        global _uncached_depth
+        if self._active:
+            self._active = False
+            _uncached_depth -= 1
+        return False
 
 
 def set_cache_limit(Py_ssize_t nbytes):

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import HeteroSamplerKernel, first_out_of_bounds, snapshot_indices
+from .._kernels import HeteroSamplerKernel, first_out_of_bounds, snapshot_indices, uncached_frees
 from .._threads import get_num_threads
 from ..backend._index_check import as_index_array
 from ..backend.index_plan import EdgeIndex, IndexPlan
@@ -266,34 +266,38 @@ class NeighborSampler:
         col32 = all(n <= np.iinfo(np.int32).max for n in num_nodes.values())
         ptrs, cols, eperms = [], [], []
         nbytes = 0
-        for et, a in edges.items():
-            s_t, _, d_t = et
-            op = f"NeighborSampler: edge_index of {et!r}"
-            # private, checked copies; the destination plan's cached CSR grouping
-            # orders each destination's sources by edge position
-            src = IndexPlan(a[0], num_nodes[s_t], _op=f"{op} row 0 (sources)")
-            dst = IndexPlan(a[1], num_nodes[d_t], _op=f"{op} row 1 (destinations)")
-            ptr, perm = dst._grouping()  # the plan's own immutable snapshots (csr() copies)
-            sidx = src._idx
-            col = np.take(sidx, perm)   # checked against num_nodes[s_t] by the plan
-            if col32 and col.dtype != np.int32:
-                col = col.astype(np.int32)
-            elif not col32 and col.dtype != np.int64:
-                col = col.astype(np.int64)
-            ptrs.append(ptr)
-            cols.append(snapshot_indices(col, -1)[0])
-            nbytes += ptr.nbytes + cols[-1].nbytes + (perm.nbytes if self.return_edge_id else 0)
-            if self.return_edge_id:
-                eperms.append(perm)   # CSR position -> edge id (an immutable snapshot)
-            del src, dst, perm, col
+        # (the plans, groupings and copies made per relation are one-off: freed
+        # inside, they go back to the system, not into the allocator's cache)
+        with uncached_frees():
+            for et, a in edges.items():
+                s_t, _, d_t = et
+                op = f"NeighborSampler: edge_index of {et!r}"
+                # private, checked copies; the destination plan's cached CSR grouping
+                # orders each destination's sources by edge position
+                src = IndexPlan(a[0], num_nodes[s_t], _op=f"{op} row 0 (sources)")
+                dst = IndexPlan(a[1], num_nodes[d_t], _op=f"{op} row 1 (destinations)")
+                ptr, perm = dst._grouping()  # the plan's own immutable snapshots (csr() copies)
+                sidx = src._idx
+                col = np.take(sidx, perm)   # checked against num_nodes[s_t] by the plan
+                if col32 and col.dtype != np.int32:
+                    col = col.astype(np.int32)
+                elif not col32 and col.dtype != np.int64:
+                    col = col.astype(np.int64)
+                ptrs.append(ptr)
+                cols.append(snapshot_indices(col, -1)[0])
+                nbytes += ptr.nbytes + cols[-1].nbytes + (perm.nbytes if self.return_edge_id else 0)
+                if self.return_edge_id:
+                    eperms.append(perm)   # CSR position -> edge id (an immutable snapshot)
+                del src, dst, perm, col, sidx, ptr
+            fan = np.array([self.num_neighbors[et] for et in self.edge_types],
+                           dtype=np.int64).reshape(len(self.edge_types), self.num_hops)
+            self._kernel = HeteroSamplerKernel(
+                np.array([num_nodes[nt] for nt in self.node_types], dtype=np.int64),
+                np.array([tidx[et[0]] for et in self.edge_types], dtype=np.int64),
+                np.array([tidx[et[2]] for et in self.edge_types], dtype=np.int64),
+                ptrs, cols, fan, self.replace, eperms if self.return_edge_id else None)
+            del ptrs, cols, eperms   # (what the kernel did not keep goes inside the block)
         self.dtype = np.dtype(np.int32 if is32 else np.int64)
-        fan = np.array([self.num_neighbors[et] for et in self.edge_types],
-                       dtype=np.int64).reshape(len(self.edge_types), self.num_hops)
-        self._kernel = HeteroSamplerKernel(
-            np.array([num_nodes[nt] for nt in self.node_types], dtype=np.int64),
-            np.array([tidx[et[0]] for et in self.edge_types], dtype=np.int64),
-            np.array([tidx[et[2]] for et in self.edge_types], dtype=np.int64),
-            ptrs, cols, fan, self.replace, eperms if self.return_edge_id else None)
         self._num_edges = {et: int(a.shape[1]) for et, a in edges.items()}
         self._nbytes = int(nbytes)
 

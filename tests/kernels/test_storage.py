@@ -334,3 +334,95 @@ def test_cpu_empty_raises_memory_error_for_any_oversized_shape():
             empty(shape, np.float32)
     assert empty([2, 3], np.float32).shape == (2, 3)         # a list: the general path
     assert empty((2,), "datetime64[s]").dtype == np.dtype("datetime64[s]")
+
+
+# ------------------------------------------------------ uncached_frees blocks
+def _cached():
+    gc.collect()
+    return rtx.memory_stats()["cached_bytes"]
+
+
+def test_frees_inside_an_uncached_block_go_to_the_system():
+    rtx.empty_cache()
+    kept = rtx.Storage(1 << 16)
+    st = rtx.Storage(1 << 20)
+    before = rtx.memory_stats()
+    with _kernels.uncached_frees():
+        del st
+        gc.collect()
+        tmp = rtx.Storage(3 << 20)      # made and freed inside: not cached either
+        del tmp
+        gc.collect()
+        with _kernels.uncached_frees():  # nests
+            pass
+        one_more = rtx.Storage(1 << 18)
+    after = rtx.memory_stats()
+    assert after["cached_bytes"] == before["cached_bytes"] == 0
+    assert after["system_frees"] - before["system_frees"] == 2
+    del one_more, kept                  # outside the block: cached as usual
+    assert _cached() > 0
+    rtx.empty_cache()
+
+
+def test_an_uncached_block_is_closed_by_an_exception_and_is_not_reentrant():
+    rtx.empty_cache()
+    blk = _kernels.uncached_frees()
+    with pytest.raises(KeyError):
+        with blk:
+            raise KeyError("x")
+    st = rtx.Storage(1 << 16)
+    del st
+    assert _cached() > 0                # the block closed: caching again
+    rtx.empty_cache()
+    with blk:
+        with pytest.raises(RuntimeError, match="already open"):
+            blk.__enter__()
+    st = rtx.Storage(1 << 16)
+    del st
+    assert _cached() > 0
+    rtx.empty_cache()
+
+
+def test_another_threads_frees_are_cached_during_an_uncached_block():
+    import threading
+    rtx.empty_cache()
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        inside.wait()
+        s = rtx.Storage(1 << 16)
+        del s
+        with _kernels.uncached_frees():   # another thread's block while one is open:
+            s = rtx.Storage(1 << 17)      # a no-op (it is only a hint), never an error
+            del s
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with _kernels.uncached_frees():
+        inside.set()
+        done.wait()
+        t.join()
+        assert rtx.memory_stats()["cached_bytes"] == (1 << 16) + (1 << 17)
+    rtx.empty_cache()
+
+
+def test_building_a_sampler_leaves_nothing_in_the_cache():
+    from rtx.loader import NeighborSampler
+    rng = np.random.default_rng(0)
+
+    class G:
+        num_nodes_dict = {"a": 5000, "b": 3000}
+        edge_index_dict = {("a", "to", "b"): np.stack([rng.integers(0, 5000, 200_000),
+                                                        rng.integers(0, 3000, 200_000)]),
+                           ("b", "back", "a"): np.stack([rng.integers(0, 3000, 100_000),
+                                                          rng.integers(0, 5000, 100_000)])}
+
+    rtx.empty_cache()
+    before = rtx.memory_stats()
+    s = NeighborSampler(G(), [5, 3])
+    after = rtx.memory_stats()
+    assert after["cached_bytes"] == 0 and after["frees"] > before["frees"]
+    assert after["current_bytes"] - before["current_bytes"] >= s.nbytes
+    out = s.sample({"b": np.arange(10)})          # and it samples
+    assert out.n_id_dict["b"][:10].tolist() == list(range(10))
