@@ -340,6 +340,22 @@ def test_epochs_differ_and_replay_exactly():
     assert seeds_of(d) != seeds_of(e0)
 
 
+def test_the_input_edge_arrays_can_go_once_the_loader_is_built():
+    """The loader samples from its sampler's private copy: the graph's edge_index
+    arrays dropped after construction (a script saving their memory) change no batch."""
+    kw = dict(input_nodes="paper", batch_size=16, seed=3)
+    want = list(NeighborLoader(small_graph(edge_attrs=False), [3, 2], **kw))
+    data = small_graph(edge_attrs=False)
+    loader = NeighborLoader(data, [3, 2], **kw)
+    for et in data.edge_types:
+        del data[et].edge_index
+    assert all("edge_index" not in data[et] for et in data.edge_types)
+    got = list(loader)
+    assert len(got) == len(want)
+    for x, y in zip(got, want, strict=True):
+        assert_same_batch(x, y)
+
+
 @pytest.mark.parametrize("prefetch", [0, 1, 3])
 def test_batches_do_not_depend_on_threads_or_prefetch(prefetch):
     data = rtx.datasets.synthetic_mag(0.002)
