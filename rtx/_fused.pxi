@@ -444,11 +444,10 @@ cdef Py_ssize_t FX_VALID_MAX = 4096
 
 cdef _fx_check_program(const int32_t* prog, int ninstr, int nregs, int nin, int nconst,
                        Py_ssize_t nimm, const int32_t* out_regs, int nout):
-    """Raise ValueError unless the program (a private copy) is well formed."""
+    """Raise ValueError unless the program (a private copy) is well formed.
+    (``nregs`` is in range: fused_eval checks it before sizing its memory.)"""
     cdef int k, j, op, arity, r
     cdef Py_ssize_t s
-    if not nin + nconst <= nregs <= FX_MAX_REGS:
-        raise ValueError(f"fused_eval: nregs={nregs} must be in [{nin + nconst}, {FX_MAX_REGS}]")
     defined = [True] * (nin + nconst) + [False] * (nregs - nin - nconst)
     writes = [0] * nregs
     for k in range(ninstr):

@@ -31,12 +31,13 @@ def _reduced_shape(shape: tuple[int, ...], dim: Dim, keepdim: bool) -> tuple[int
 
 
 def _reduce(fn: Any, a: np.ndarray, dim: Dim, keepdim: bool, dt: Any = None) -> Any:
+    dt = a.dtype if dt is None else dt
     if dim is None and not keepdim:   # the whole tensor to a scalar (a loss): no dims to check
-        out = empty((), dt if dt is not None else a.dtype)
+        out = empty((), dt)
         fn(a, axis=None, out=out)
         return out
     shape = _reduced_shape(a.shape, dim, keepdim)
-    out = empty(shape, dt if dt is not None else a.dtype)
+    out = empty(shape, dt)
     axis = None if dim is None else _norm_dims(dim, a.ndim)
     fn(a, axis=axis, keepdims=keepdim, out=out)
     return out
