@@ -17,6 +17,16 @@ cdef enum:
     # Entries ahead whose randomly placed scores the CSR softmax kernels prefetch.
     SEG_PREFETCH = 32
 
+cdef inline void _exp_block(real* x, Py_ssize_t n) noexcept nogil:
+    """x = _exp(x) over a block (float32: rtx_expf_block, its AVX2 copy where the CPU has it)."""
+    cdef Py_ssize_t i
+    if real is float:
+        rtx_expf_block(x, n)
+    else:
+        for i in range(n):
+            x[i] = exp(x[i])
+
+
 cdef inline real _exp(real v) noexcept nogil:
     """exp in the kernels' dtype: float32 by rtx_expf (vectorisable), float64 by libm."""
     if real is float:
@@ -546,160 +556,340 @@ def segment_min_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argm
 # For narrow rows (H * itemsize <= ENTRY_MAX_ROW_BYTES) and a random index, the
 # CSR kernels above touch one cache line per entry at random.  This variant
 # keeps the E-sized arrays sequential and only the N-sized per-segment state
-# (max, sum: small enough to stay cached) random: each thread owns a range of
-# segments (``_row_bounds``), collects its entries in increasing position once,
-# and runs max / exp+sum / scale over them.  Sums run in increasing position
-# per segment, as in the CSR kernels, so both give the same bits for any
-# thread count (the max is order-independent up to the sign of a zero, which
-# exp(s - max) does not see).
+# (max, sum: small enough to stay cached) random.  Each thread owns a range of
+# segments (``_row_bounds``) and folds their entries in increasing position, as
+# the CSR kernels do, so both give the same bits for any thread count (the max
+# is exact; it keeps the first of equal values, which only the sign of a zero
+# could tell, and exp(s - max) does not see it).
+#
+# On T > 1 threads the owners' entries are found without a grouping: each thread
+# copies the entries of its own position range into per-owner buckets (counted
+# first, then filled; the buckets of one owner side by side in thread order, so
+# in increasing position).  Owners compute their state from their contiguous
+# copies (the forward keeps exp(s - max) in the copy), then every thread writes
+# the outputs of its own position range, finding each entry's copy by replaying
+# the fill: sequential, and no two threads write one cache line.
 
-# Widest rows (bytes) sent to the entry-order kernels, forward and backward:
-# measured on 2 threads, E = 1e6 random over N = 1e5, float32 (docs/performance.md):
-# H=1 forward 90 vs 176 ms (CSR), backward 60 vs 124 ms; H=8 forward 688 vs 566 ms,
-# backward 94 vs 194 ms.
-cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_FWD = 16
-cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_BWD = 32
-
-
-cdef Py_ssize_t _own_entries(const index_t* ip, Py_ssize_t E, Py_ssize_t lo, Py_ssize_t hi,
-                             int64_t* pos) noexcept nogil:
-    """Positions e (increasing) with lo <= ip[e] < hi, written branch-free; returns the count."""
-    cdef Py_ssize_t e
-    cdef Py_ssize_t n = 0
-    cdef uint64_t width = <uint64_t>(hi - lo)
-    for e in range(E):
-        pos[n] = e
-        n += (<uint64_t>(<int64_t>ip[e] - lo)) < width
-    return n
+# Widest rows (bytes) sent to the entry-order kernels: measured on 2 threads,
+# E = 1e6 random over N = 1e5 (docs/performance.md, 2026-12-03): float32 H=1
+# forward 3.9 ms vs 7.2 (CSR), backward 2.2 vs 4.5; H=2 6.9 vs 9.5, 5.2 vs 7.7;
+# float64 H=1 6.7 vs 10.8, 3.5 vs 6.9; from 16-byte rows on the CSR kernels win
+# (float32 H=4: 12.3 vs 11.6 forward, 19.7 vs 9.0 backward).
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES = 8
 
 
-cdef void _softmax_entries(const real* sp, const index_t* ip, const int64_t* pos, Py_ssize_t n,
-                           Py_ssize_t H, real* m, real* z, real* yp, Py_ssize_t lo,
-                           Py_ssize_t hi) noexcept nogil:
-    cdef Py_ssize_t k, j, q, r, i, k0, k1, kb
-    cdef int64_t e
+cdef enum:
+    # Teams of the entry-order kernels: at most this many threads (each thread's
+    # bucket counts are a T x T table on the stack; the kernels are for small teams).
+    ENTRY_MAX_THREADS = 8
+
+
+cdef inline real _max_nan(real m, real v) noexcept nogil:
+    """The running max of the kernels (v replaces m when greater or NaN), branch-free."""
+    if real is float:
+        return rtx_self((v > m) | (v != v), v, m)
+    else:
+        return rtx_seld((v > m) | (v != v), v, m)
+
+
+cdef void _ent_max(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H,
+                   real* m) noexcept nogil:
+    """m[r] = max(m[r], s[k]) over the entries k < n (segment r = ip[k])."""
+    cdef Py_ssize_t k, j, q
+    if H == 1:
+        for k in range(n):
+            q = <Py_ssize_t>ip[k]
+            m[q] = _max_nan(m[q], sp[k])
+        return
+    for k in range(n):
+        q = <Py_ssize_t>ip[k] * H
+        for j in range(H):
+            m[q + j] = _max_nan(m[q + j], sp[k * H + j])
+
+
+cdef void _ent_expsum(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H,
+                      const real* m, real* z, real* ex) noexcept nogil:
+    """ex[k] = exp(s[k] - m[r]) and z[r] += ex[k] over the entries k < n, in order
+    (ex may be sp itself).  In blocks: the shifted scores side by side,
+    exponentiated in one vectorised loop, then summed in order; rows wider than a
+    block one value at a time (the same _exp: the same bits)."""
+    cdef Py_ssize_t k, j, i, k0, k1, kb, q
     cdef real v
     cdef real buf[SEG_BUF]
+    kb = SEG_BUF // H
+    if kb == 0:
+        for k in range(n):
+            q = <Py_ssize_t>ip[k] * H
+            for j in range(H):
+                v = _exp(sp[k * H + j] - m[q + j])
+                ex[k * H + j] = v
+                z[q + j] += v
+        return
+    k0 = 0
+    while k0 < n:
+        k1 = k0 + kb if k0 + kb < n else n
+        if H == 1:
+            for k in range(k0, k1):
+                buf[k - k0] = sp[k] - m[<Py_ssize_t>ip[k]]
+            _exp_block(buf, k1 - k0)
+            for k in range(k0, k1):
+                v = buf[k - k0]
+                ex[k] = v
+                z[<Py_ssize_t>ip[k]] += v
+        else:
+            i = 0
+            for k in range(k0, k1):
+                q = <Py_ssize_t>ip[k] * H
+                for j in range(H):
+                    buf[i + j] = sp[k * H + j] - m[q + j]
+                i += H
+            _exp_block(buf, (k1 - k0) * H)
+            i = 0
+            for k in range(k0, k1):
+                q = <Py_ssize_t>ip[k] * H
+                for j in range(H):
+                    v = buf[i + j]
+                    ex[k * H + j] = v
+                    z[q + j] += v
+                i += H
+        k0 = k1
+
+
+cdef void _ent_dot(const real* yp, const real* gp, const index_t* ip, Py_ssize_t n,
+                   Py_ssize_t H, real* d) noexcept nogil:
+    """d[r] += g[k] * y[k] over the entries k < n, in order."""
+    cdef Py_ssize_t k, j, q
+    if H == 1:
+        for k in range(n):
+            d[<Py_ssize_t>ip[k]] += gp[k] * yp[k]
+        return
+    for k in range(n):
+        q = <Py_ssize_t>ip[k] * H
+        for j in range(H):
+            d[q + j] += gp[k * H + j] * yp[k * H + j]
+
+
+cdef void _ent_state(bint backward, const real* a, const real* b, const index_t* ip,
+                     Py_ssize_t n, Py_ssize_t H, real* m, real* z, real* ex, Py_ssize_t lo,
+                     Py_ssize_t hi) noexcept nogil:
+    """The state of segments [lo, hi) from their n entries (in increasing position):
+    forward, the max in m, 1 / sum(exp(s - max)) in z (0 stays 0) and each entry's
+    exp(s - max) in ex; backward, sum(g * y) in m."""
+    cdef Py_ssize_t k
+    if backward:
+        for k in range(lo * H, hi * H):
+            m[k] = 0
+        _ent_dot(a, b, ip, n, H, m)
+        return
     for k in range(lo * H, hi * H):
         m[k] = -INFINITY
         z[k] = 0
-    for k in range(n):
-        e = pos[k]
-        r = <Py_ssize_t>ip[e] * H
-        q = e * H
-        for j in range(H):
-            v = sp[q + j]
-            if v > m[r + j] or v != v:
-                m[r + j] = v
-    if H <= SEG_BUF:
-        # blocks of entries: shifted scores gathered side by side, exponentiated
-        # in one vectorised loop, then scattered and summed in entry order (the
-        # same _exp and the same order as the scalar loop below: the same bits)
-        kb = SEG_BUF // H
-        k0 = 0
-        while k0 < n:
-            k1 = k0 + kb if k0 + kb < n else n
-            i = 0
-            for k in range(k0, k1):
-                e = pos[k]
-                r = <Py_ssize_t>ip[e] * H
-                q = e * H
-                for j in range(H):
-                    buf[i + j] = sp[q + j] - m[r + j]
-                i += H
-            for i in range((k1 - k0) * H):
-                buf[i] = _exp(buf[i])
-            i = 0
-            for k in range(k0, k1):
-                e = pos[k]
-                r = <Py_ssize_t>ip[e] * H
-                q = e * H
-                for j in range(H):
-                    v = buf[i + j]
-                    yp[q + j] = v
-                    z[r + j] += v
-                i += H
-            k0 = k1
-    else:
-        for k in range(n):
-            e = pos[k]
-            r = <Py_ssize_t>ip[e] * H
-            q = e * H
-            for j in range(H):
-                v = _exp(sp[q + j] - m[r + j])
-                yp[q + j] = v
-                z[r + j] += v
+    _ent_max(a, ip, n, H, m)
+    _ent_expsum(a, ip, n, H, m, z, ex)
     for k in range(lo * H, hi * H):
         if z[k] != 0:
             z[k] = 1 / z[k]
-    for k in range(n):
-        e = pos[k]
-        r = <Py_ssize_t>ip[e] * H
-        q = e * H
-        for j in range(H):
-            yp[q + j] *= z[r + j]
 
 
-cdef void _softmax_bwd_entries(const real* yp, const real* gp, const index_t* ip,
-                               const int64_t* pos, Py_ssize_t n, Py_ssize_t H, real* d,
-                               real* op, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    cdef Py_ssize_t k, j, q, r
-    cdef int64_t e
-    for k in range(lo * H, hi * H):
-        d[k] = 0
-    for k in range(n):
-        e = pos[k]
-        r = <Py_ssize_t>ip[e] * H
-        q = e * H
+cdef inline Py_ssize_t _ent_owner(int64_t r, const Py_ssize_t* bounds, int T) noexcept nogil:
+    """The thread whose segment range [bounds[u], bounds[u + 1]) holds r, branch-free."""
+    cdef Py_ssize_t u
+    cdef Py_ssize_t o = 0
+    for u in range(1, T):
+        o += r >= bounds[u]
+    return o
+
+
+cdef void _ent_count(const index_t* ip, Py_ssize_t e0, Py_ssize_t e1, const Py_ssize_t* bounds,
+                     int T, Py_ssize_t* count) noexcept nogil:
+    """count[u] = how many of the entries [e0, e1) owner u holds (counted in a
+    local table: the T threads' tables share cache lines)."""
+    cdef Py_ssize_t c[ENTRY_MAX_THREADS]
+    cdef Py_ssize_t u, e, n1
+    cdef int64_t split
+    if T == 2:
+        n1 = 0
+        split = bounds[1]
+        for e in range(e0, e1):
+            n1 += <int64_t>ip[e] >= split
+        count[0] = e1 - e0 - n1
+        count[1] = n1
+        return
+    for u in range(T):
+        c[u] = 0
+    for e in range(e0, e1):
+        c[_ent_owner(<int64_t>ip[e], bounds, T)] += 1
+    for u in range(T):
+        count[u] = c[u]
+
+
+cdef void _ent_fill(const real* a, const real* b, const index_t* ip, Py_ssize_t H,
+                    Py_ssize_t e0, Py_ssize_t e1, const Py_ssize_t* bounds, int T,
+                    const Py_ssize_t* offset, index_t* qi, real* qa, real* qb) noexcept nogil:
+    """Bucket the entries [e0, e1) by owner: the i-th one owner u holds goes to
+    slot offset[u] + i of the copies (its index in qi, its row of a in qa and,
+    when b is given, of b in qb)."""
+    cdef Py_ssize_t c[ENTRY_MAX_THREADS]
+    cdef Py_ssize_t u, e, j, k, k0, k1
+    cdef int64_t split
+    if T == 2:
+        # the two write positions in registers (a table in memory makes every
+        # entry wait for the previous one's store)
+        k0 = offset[0]
+        k1 = offset[1]
+        split = bounds[1]
+        for e in range(e0, e1):
+            u = <int64_t>ip[e] >= split
+            k = k0 ^ ((k0 ^ k1) & -u)      # k1 if u else k0, branch-free
+            k0 += 1 - u
+            k1 += u
+            qi[k] = ip[e]
+            if H == 1:
+                qa[k] = a[e]
+                if b != NULL:
+                    qb[k] = b[e]
+            else:
+                for j in range(H):
+                    qa[k * H + j] = a[e * H + j]
+                if b != NULL:
+                    for j in range(H):
+                        qb[k * H + j] = b[e * H + j]
+        return
+    for u in range(T):
+        c[u] = offset[u]
+    for e in range(e0, e1):
+        u = _ent_owner(<int64_t>ip[e], bounds, T)
+        k = c[u]
+        c[u] = k + 1
+        qi[k] = ip[e]
         for j in range(H):
-            d[r + j] += gp[q + j] * yp[q + j]
-    for k in range(n):
-        e = pos[k]
-        r = <Py_ssize_t>ip[e] * H
-        q = e * H
+            qa[k * H + j] = a[e * H + j]
+        if b != NULL:
+            for j in range(H):
+                qb[k * H + j] = b[e * H + j]
+
+
+cdef void _ent_write(const index_t* ip, Py_ssize_t H, const real* z, const real* ex,
+                     real* yp, Py_ssize_t e0, Py_ssize_t e1, const Py_ssize_t* bounds, int T,
+                     const Py_ssize_t* offset) noexcept nogil:
+    """y = exp(s - m[r]) * z[r] for the entries [e0, e1), the exponentials read
+    from ex: at the same position (no bounds), or from the bucket slot _ent_fill
+    gave the entry (its walk replayed from offset)."""
+    cdef Py_ssize_t c[ENTRY_MAX_THREADS]
+    cdef Py_ssize_t u, e, j, k, k0, k1, q
+    cdef int64_t split
+    if bounds == NULL:
+        if H == 1:
+            for e in range(e0, e1):
+                yp[e] = ex[e] * z[<Py_ssize_t>ip[e]]
+        else:
+            for e in range(e0, e1):
+                q = <Py_ssize_t>ip[e] * H
+                for j in range(H):
+                    yp[e * H + j] = ex[e * H + j] * z[q + j]
+        return
+    if T == 2:
+        k0 = offset[0]
+        k1 = offset[1]
+        split = bounds[1]
+        for e in range(e0, e1):
+            u = <int64_t>ip[e] >= split
+            k = k0 ^ ((k0 ^ k1) & -u)
+            k0 += 1 - u
+            k1 += u
+            q = <Py_ssize_t>ip[e] * H
+            if H == 1:
+                yp[e] = ex[k] * z[q]
+            else:
+                for j in range(H):
+                    yp[e * H + j] = ex[k * H + j] * z[q + j]
+        return
+    for u in range(T):
+        c[u] = offset[u]
+    for e in range(e0, e1):
+        u = _ent_owner(<int64_t>ip[e], bounds, T)
+        k = c[u]
+        c[u] = k + 1
+        q = <Py_ssize_t>ip[e] * H
         for j in range(H):
-            op[q + j] = yp[q + j] * (gp[q + j] - d[r + j])
+            yp[e * H + j] = ex[k * H + j] * z[q + j]
+
+
+cdef void _ent_bwd_write(const real* yp, const real* gp, const index_t* ip, Py_ssize_t H,
+                         const real* d, real* op, Py_ssize_t e0, Py_ssize_t e1) noexcept nogil:
+    """grad_in = y * (g - d[r]) for the entries [e0, e1)."""
+    cdef Py_ssize_t e, j, q
+    if H == 1:
+        for e in range(e0, e1):
+            op[e] = yp[e] * (gp[e] - d[<Py_ssize_t>ip[e]])
+        return
+    for e in range(e0, e1):
+        q = <Py_ssize_t>ip[e] * H
+        for j in range(H):
+            op[e * H + j] = yp[e * H + j] * (gp[e * H + j] - d[q + j])
 
 
 cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const index_t* ip,
                              Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op,
                              int T) noexcept nogil:
-    """Forward (a = scores) or backward (a = y, b = grad) on T threads."""
-    cdef Py_ssize_t bounds[MAX_KERNEL_THREADS + 1]
-    cdef Py_ssize_t t, n
+    """Forward (a = scores) or backward (a = y, b = grad) on T threads (see above)."""
+    cdef Py_ssize_t bounds[ENTRY_MAX_THREADS + 1]
+    cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
+    cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
+    cdef Py_ssize_t t, u, e, acc
     cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
-    cdef int64_t* pos = NULL
-    cdef int64_t* mine
+    cdef real* z = state + N * H
+    cdef index_t* qi
+    cdef real* qa
+    cdef real* qb
     if state == NULL:
         return -1
-    if T > 1:
-        pos = <int64_t*>malloc(<size_t>(T * E) * sizeof(int64_t))
-        if pos == NULL:
-            free(state)
-            return -1
-        _row_bounds(ip, E, N, T, bounds)
-        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-            _mark_seen()
-            mine = pos + t * E
-            n = _own_entries(ip, E, bounds[t], bounds[t + 1], mine)
-            if backward:
-                _softmax_bwd_entries(a, b, ip, mine, n, H, state, op, bounds[t], bounds[t + 1])
-            else:
-                _softmax_entries(a, ip, mine, n, H, state, state + N * H, op,
-                                 bounds[t], bounds[t + 1])
-    else:
+    if T > ENTRY_MAX_THREADS:
+        T = ENTRY_MAX_THREADS
+    if T == 1:
         _mark_seen()
-        pos = <int64_t*>malloc(<size_t>(E if E > 0 else 1) * sizeof(int64_t))
-        if pos == NULL:
-            free(state)
-            return -1
-        for t in range(E):
-            pos[t] = t
         if backward:
-            _softmax_bwd_entries(a, b, ip, pos, E, H, state, op, 0, N)
+            _ent_state(True, a, b, ip, E, H, state, z, NULL, 0, N)
+            _ent_bwd_write(a, b, ip, H, state, op, 0, E)
+        else:   # the exponentials kept in the output, scaled in place
+            _ent_state(False, a, NULL, ip, E, H, state, z, op, 0, N)
+            _ent_write(ip, H, z, op, op, 0, E, NULL, 1, NULL)
+        free(state)
+        return 0
+    qi = <index_t*>malloc(<size_t>E * (sizeof(index_t) + (2 if backward else 1) * H * sizeof(real)))
+    if qi == NULL:
+        free(state)
+        return -1
+    qa = <real*>(qi + E)
+    qb = qa + E * H if backward else NULL
+    _row_bounds(ip, E, N, T, bounds)
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        _mark_seen()
+        _ent_count(ip, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T)
+    # owner u's copies: [start[u], start[u + 1]), thread 0's bucket first;
+    # count[t * T + u] becomes where thread t's bucket for owner u begins
+    acc = 0
+    for u in range(T):
+        start[u] = acc
+        for t in range(T):
+            e = count[t * T + u]
+            count[t * T + u] = acc
+            acc += e
+    start[T] = acc
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        _ent_fill(a, b, ip, H, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T,
+                  qi, qa, qb)
+    for u in prange(T, num_threads=T, schedule="static", chunksize=1):
+        _ent_state(backward, qa + start[u] * H, qb + start[u] * H if backward else NULL,
+                   qi + start[u], start[u + 1] - start[u], H, state, z, qa + start[u] * H,
+                   bounds[u], bounds[u + 1])
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        if backward:
+            _ent_bwd_write(a, b, ip, H, state, op, (E * t) // T, (E * (t + 1)) // T)
         else:
-            _softmax_entries(a, ip, pos, E, H, state, state + N * H, op, 0, N)
-    free(pos)
+            _ent_write(ip, H, z, qa, op, (E * t) // T, (E * (t + 1)) // T, bounds, T,
+                       count + t * T)
+    free(qi)
     free(state)
     return 0
 
@@ -707,10 +897,10 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
 def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint backward):
     #: -> bool
     """Whether the entry-order kernel is the faster one for rows of ``H``
-    items of ``itemsize`` bytes on ``num_threads`` (the results are equal).
-    Each of its threads scans every index, so it is for small teams only."""
-    cdef Py_ssize_t limit = ENTRY_MAX_ROW_BYTES_BWD if backward else ENTRY_MAX_ROW_BYTES_FWD
-    return H * itemsize <= limit and num_threads <= 4
+    items of ``itemsize`` bytes on ``num_threads`` (the results are equal), the
+    same forward and backward (``backward`` is kept for callers).  It buckets the
+    entries by owning thread, for small teams only."""
+    return H * itemsize <= ENTRY_MAX_ROW_BYTES and num_threads <= 4
 
 
 def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,

@@ -98,7 +98,19 @@ cdef extern from *:
         y = rtx_self(x <= hi, y, (float)INFINITY);
         return rtx_self(x != x, x, y);
     }
+    /* x[i] = rtx_expf(x[i]) over a block.  On x86-64 gcc also builds an AVX2 copy
+       (8 lanes instead of SSE2's 4), picked at load time by the CPU (an ifunc);
+       AVX2 without FMA, so no contraction: the same operations, the same bits. */
+    #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
+        && !defined(__SANITIZE_ADDRESS__)
+    __attribute__((target_clones("avx2", "default")))
+    #endif
+    static void rtx_expf_block(float* x, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            x[i] = rtx_expf(x[i]);
+    }
     """
+    void rtx_expf_block(float* x, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil
     double rtx_seld(int keep, double x, double y) noexcept nogil
     float rtx_expm1f_neg(float x) noexcept nogil

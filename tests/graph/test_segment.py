@@ -162,6 +162,51 @@ def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads, orde
     np.testing.assert_allclose(a, ref_softmax(s, idx, N), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("H", [1, 2, 1100])
+@pytest.mark.parametrize("threads", [2, 4, 5])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_softmax_entry_kernels_bucket_by_owner_for_any_team(dtype, H, threads, index_dtype):
+    """The entry-order kernels on T > 1 threads copy each owner's entries into
+    buckets (two owners: counters in registers; more: a table) and write by
+    position: the same bits as the CSR kernels and as one thread, for int32 and
+    int64 indices, rows wider than the exponentiation block (H = 1100 > 1024),
+    hubs, NaN and -inf scores and empty segments."""
+    rng = np.random.default_rng(11)
+    E, N = (300, 9) if H > 8 else (4000, 120)
+    idx = rng.integers(0, N, E)
+    idx[: E // 4] = 3                           # a hub segment beside short ones
+    idx[idx == 7] = 8                           # an empty segment
+    rng.shuffle(idx)
+    idx = idx.astype(index_dtype)
+    s = (rng.standard_normal((E, H)) * 20).astype(dtype)
+    s[np.flatnonzero(idx == 2)[:1], 0] = np.nan  # segment 2's column 0 is NaN
+    s[np.flatnonzero(idx == 4), 0] = -np.inf    # segment 4's column 0: exp(-inf - -inf)
+    g = rng.standard_normal((E, H)).astype(dtype)
+    plan = rtx.IndexPlan(idx, N)
+    ptr, perm = plan.csr()
+    old = _kernels.set_segment_parallel_min(0)
+    try:
+        ref, one, got = np.empty_like(s), np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_csr(s, perm, ptr, ref, threads)
+        _kernels.segment_softmax_entries(s, plan.indices, N, one, 1)
+        _kernels.segment_softmax_entries(s, plan.indices, N, got, threads)
+        np.testing.assert_array_equal(bits(got), bits(ref))
+        np.testing.assert_array_equal(bits(one), bits(ref))
+        bref, bgot = np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_backward_csr(ref, g, perm, ptr, bref, threads)
+        _kernels.segment_softmax_backward_entries(ref, g, plan.indices, N, bgot, threads)
+        np.testing.assert_array_equal(bits(bgot), bits(bref))
+    finally:
+        _kernels.set_segment_parallel_min(old)
+    special = (idx == 2) | (idx == 4)
+    clean = s.copy()
+    clean[special, 0] = 0                       # the reference sees finite scores only
+    want = ref_softmax(clean, idx, N)
+    np.testing.assert_allclose(got[~special], want[~special], **tol(dtype))
+    np.testing.assert_allclose(got[special, 1:], want[special, 1:], **tol(dtype))
+    assert np.isnan(got[special, 0]).all()
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_softmax_float32_exp_accuracy_and_limits(threads):
     """float32 segment softmax exponentiates with rtx_expf (rtx/_vmath.pxi): on
