@@ -9,10 +9,15 @@ cdef extern from *:
     #define RTX_OPENMP_ENABLED 1
     static int rtx_omp_max_threads(void) { return omp_get_max_threads(); }
     static int rtx_omp_thread_num(void) { return omp_get_thread_num(); }
+    static int rtx_omp_num_threads(void) { return omp_get_num_threads(); }
+    /* an orphaned barrier: binds to the parallel region the caller runs in */
+    static void rtx_omp_barrier(void) { _Pragma("omp barrier") }
     #else
     #define RTX_OPENMP_ENABLED 0
     static int rtx_omp_max_threads(void) { return 1; }
     static int rtx_omp_thread_num(void) { return 0; }
+    static int rtx_omp_num_threads(void) { return 1; }
+    static void rtx_omp_barrier(void) { }
     #endif
     #ifndef RTX_BUILD_CFLAGS
     #define RTX_BUILD_CFLAGS "unknown"
@@ -22,6 +27,8 @@ cdef extern from *:
     const char* RTX_BUILD_CFLAGS
     int rtx_omp_max_threads() nogil
     int rtx_omp_thread_num() nogil
+    int rtx_omp_num_threads() nogil
+    void rtx_omp_barrier() nogil
 
 
 def openmp_enabled():

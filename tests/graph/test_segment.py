@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _graph_reference import np_segment_max
-from conftest import bits, tol
+from conftest import bits, child_env, run_python, tol
 
 import rtx
 from rtx import _kernels
@@ -205,6 +205,35 @@ def test_softmax_entry_kernels_bucket_by_owner_for_any_team(dtype, H, threads, i
     np.testing.assert_allclose(got[~special], want[~special], **tol(dtype))
     np.testing.assert_allclose(got[special, 1:], want[special, 1:], **tol(dtype))
     assert np.isnan(got[special, 0]).all()
+
+
+@pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
+def test_softmax_entry_kernels_with_a_smaller_team_than_asked():
+    """OpenMP may give a region fewer threads than the kernel's T (here
+    OMP_THREAD_LIMIT=1 under 4 asked): each thread then takes several of the T
+    tasks of each step, and the results are still the CSR kernel's bits."""
+    code = """
+import numpy as np, rtx
+from rtx import _kernels as K
+K.set_segment_parallel_min(0)
+rng = np.random.default_rng(5)
+idx = rng.integers(0, 50, 3000)
+s = rng.standard_normal((3000, 2)).astype(np.float32)
+g = rng.standard_normal((3000, 2)).astype(np.float32)
+ptr, perm = rtx.IndexPlan(idx, 50).csr()
+a, b, c, d = (np.empty_like(s) for _ in range(4))
+K.segment_softmax_csr(s, perm, ptr, a, 1)
+K.segment_softmax_entries(s, idx, 50, b, 4)
+K.segment_softmax_backward_csr(a, g, perm, ptr, c, 1)
+K.segment_softmax_backward_entries(a, g, idx, 50, d, 4)
+assert (a.view(np.uint32) == b.view(np.uint32)).all()
+assert (c.view(np.uint32) == d.view(np.uint32)).all()
+print("ok")
+"""
+    env = child_env()
+    env["OMP_THREAD_LIMIT"] = "1"
+    r = run_python(["-c", code], env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 @pytest.mark.parametrize("threads", [1, 2])
