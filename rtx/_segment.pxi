@@ -553,8 +553,8 @@ def segment_min_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argm
 
 
 # ------------------------------------------------- segment softmax by entry order
-# For narrow rows (H * itemsize <= ENTRY_MAX_ROW_BYTES) and a random index, the
-# CSR kernels above touch one cache line per entry at random.  This variant
+# For narrow rows (H * itemsize <= ENTRY_MAX_ROW_BYTES_FWD / _BWD) and a random
+# index, the CSR kernels above touch one cache line per entry at random.  This variant
 # keeps the E-sized arrays sequential and only the N-sized per-segment state
 # (max, sum: small enough to stay cached) random.  Each thread owns a range of
 # segments (``_row_bounds``) and folds their entries in increasing position, as
@@ -566,16 +566,19 @@ def segment_min_backward_csr(const real[:, ::1] grad, const int64_t[:, ::1] argm
 # copies the entries of its own position range into per-owner buckets (counted
 # first, then filled; the buckets of one owner side by side in thread order, so
 # in increasing position).  Owners compute their state from their contiguous
-# copies (the forward keeps exp(s - max) in the copy), then every thread writes
+# copies (the forward copies s and keeps exp(s - max) in the copy; the backward
+# copies the products g * y), then every thread writes
 # the outputs of its own position range, finding each entry's copy by replaying
 # the fill: sequential, and no two threads write one cache line.
 
 # Widest rows (bytes) sent to the entry-order kernels: measured on 2 threads,
-# E = 1e6 random over N = 1e5 (docs/performance.md, 2026-12-03): float32 H=1
-# forward 3.9 ms vs 7.2 (CSR), backward 2.2 vs 4.5; H=2 6.9 vs 9.5, 5.2 vs 7.7;
-# float64 H=1 6.7 vs 10.8, 3.5 vs 6.9; from 16-byte rows on the CSR kernels win
-# (float32 H=4: 12.3 vs 11.6 forward, 19.7 vs 9.0 backward).
-cdef Py_ssize_t ENTRY_MAX_ROW_BYTES = 8
+# E = 1e6 random over N = 1e5 (docs/performance.md, 2026-12-03), ms against the CSR
+# kernels': forward float32 H=1 4.7 vs 8.0, H=2 7.1 vs 9.8, H=4 13.5 vs 11.6 (CSR
+# wins), float64 H=1 6.5 vs 10.7, H=2 15.3 vs 14.1 (CSR wins); backward float32 H=1
+# 2.2 vs 4.8, H=2 4.5 vs 7.8, H=4 7.5 vs 8.9, float64 H=2 7.7 vs 11.0, H=4 24.1 vs
+# 13.0 (CSR wins).
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_FWD = 8
+cdef Py_ssize_t ENTRY_MAX_ROW_BYTES_BWD = 16
 
 
 cdef enum:
@@ -669,17 +672,35 @@ cdef void _ent_dot(const real* yp, const real* gp, const index_t* ip, Py_ssize_t
             d[q + j] += gp[k * H + j] * yp[k * H + j]
 
 
+cdef void _ent_sum(const real* pp, const index_t* ip, Py_ssize_t n, Py_ssize_t H,
+                   real* d) noexcept nogil:
+    """d[r] += p[k] over the entries k < n, in order (p: _ent_fill's products g * y)."""
+    cdef Py_ssize_t k, j, q
+    if H == 1:
+        for k in range(n):
+            d[<Py_ssize_t>ip[k]] += pp[k]
+        return
+    for k in range(n):
+        q = <Py_ssize_t>ip[k] * H
+        for j in range(H):
+            d[q + j] += pp[k * H + j]
+
+
 cdef void _ent_state(bint backward, const real* a, const real* b, const index_t* ip,
                      Py_ssize_t n, Py_ssize_t H, real* m, real* z, real* ex, Py_ssize_t lo,
                      Py_ssize_t hi) noexcept nogil:
     """The state of segments [lo, hi) from their n entries (in increasing position):
     forward, the max in m, 1 / sum(exp(s - max)) in z (0 stays 0) and each entry's
-    exp(s - max) in ex; backward, sum(g * y) in m."""
+    exp(s - max) in ex; backward, sum(g * y) in m (from a = y and b = g, or from
+    a = the products g * y when b is NULL)."""
     cdef Py_ssize_t k
     if backward:
         for k in range(lo * H, hi * H):
             m[k] = 0
-        _ent_dot(a, b, ip, n, H, m)
+        if b != NULL:
+            _ent_dot(a, b, ip, n, H, m)
+        else:
+            _ent_sum(a, ip, n, H, m)
         return
     for k in range(lo * H, hi * H):
         m[k] = -INFINITY
@@ -725,10 +746,10 @@ cdef void _ent_count(const index_t* ip, Py_ssize_t e0, Py_ssize_t e1, const Py_s
 
 cdef void _ent_fill(const real* a, const real* b, const index_t* ip, Py_ssize_t H,
                     Py_ssize_t e0, Py_ssize_t e1, const Py_ssize_t* bounds, int T,
-                    const Py_ssize_t* offset, index_t* qi, real* qa, real* qb) noexcept nogil:
+                    const Py_ssize_t* offset, index_t* qi, real* qa) noexcept nogil:
     """Bucket the entries [e0, e1) by owner: the i-th one owner u holds goes to
-    slot offset[u] + i of the copies (its index in qi, its row of a in qa and,
-    when b is given, of b in qb)."""
+    slot offset[u] + i of the copies (its index in qi, and in qa its row of a or,
+    when b is given, of b * a: the backward's products, the bits _ent_dot forms)."""
     cdef Py_ssize_t c[ENTRY_MAX_THREADS]
     cdef Py_ssize_t u, e, j, k, k0, k1
     cdef int64_t split
@@ -744,16 +765,17 @@ cdef void _ent_fill(const real* a, const real* b, const index_t* ip, Py_ssize_t 
             k0 += 1 - u
             k1 += u
             qi[k] = ip[e]
-            if H == 1:
-                qa[k] = a[e]
-                if b != NULL:
-                    qb[k] = b[e]
+            if b == NULL:
+                if H == 1:
+                    qa[k] = a[e]
+                else:
+                    for j in range(H):
+                        qa[k * H + j] = a[e * H + j]
+            elif H == 1:
+                qa[k] = b[e] * a[e]
             else:
                 for j in range(H):
-                    qa[k * H + j] = a[e * H + j]
-                if b != NULL:
-                    for j in range(H):
-                        qb[k * H + j] = b[e * H + j]
+                    qa[k * H + j] = b[e * H + j] * a[e * H + j]
         return
     for u in range(T):
         c[u] = offset[u]
@@ -762,11 +784,12 @@ cdef void _ent_fill(const real* a, const real* b, const index_t* ip, Py_ssize_t 
         k = c[u]
         c[u] = k + 1
         qi[k] = ip[e]
-        for j in range(H):
-            qa[k * H + j] = a[e * H + j]
-        if b != NULL:
+        if b == NULL:
             for j in range(H):
-                qb[k * H + j] = b[e * H + j]
+                qa[k * H + j] = a[e * H + j]
+        else:
+            for j in range(H):
+                qa[k * H + j] = b[e * H + j] * a[e * H + j]
 
 
 cdef void _ent_write(const index_t* ip, Py_ssize_t H, const real* z, const real* ex,
@@ -832,7 +855,7 @@ cdef void _ent_bwd_write(const real* yp, const real* gp, const index_t* ip, Py_s
 cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* ip,
                     Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op, int T,
                     const Py_ssize_t* bounds, Py_ssize_t* count, Py_ssize_t* start,
-                    index_t* qi, real* qa, real* qb, real* state) noexcept nogil:
+                    index_t* qi, real* qa, real* state) noexcept nogil:
     """One thread's share of the T tasks of each step, inside one parallel region,
     the steps separated by barriers (one region instead of four: measured 5-10 %
     faster on 2 threads when the call follows an idle spell).  Works for any
@@ -862,12 +885,12 @@ cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* 
     t = tid
     while t < T:
         _ent_fill(a, b, ip, H, (E * t) // T, (E * (t + 1)) // T, bounds, T, count + t * T,
-                  qi, qa, qb)
+                  qi, qa)
         t += nt
     rtx_omp_barrier()
     u = tid
     while u < T:
-        _ent_state(backward, qa + start[u] * H, qb + start[u] * H if backward else NULL,
+        _ent_state(backward, qa + start[u] * H, NULL,
                    qi + start[u], start[u + 1] - start[u], H, state, z, qa + start[u] * H,
                    bounds[u], bounds[u + 1])
         u += nt
@@ -893,7 +916,6 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     cdef real* z = state + N * H
     cdef index_t* qi
     cdef real* qa
-    cdef real* qb
     if state == NULL:
         return -1
     if T > ENTRY_MAX_THREADS:
@@ -908,15 +930,14 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
             _ent_write(ip, H, z, op, op, 0, E, NULL, 1, NULL)
         free(state)
         return 0
-    qi = <index_t*>malloc(<size_t>E * (sizeof(index_t) + (2 if backward else 1) * H * sizeof(real)))
+    qi = <index_t*>malloc(<size_t>E * (sizeof(index_t) + H * sizeof(real)))
     if qi == NULL:
         free(state)
         return -1
     qa = <real*>(qi + E)
-    qb = qa + E * H if backward else NULL
     _row_bounds(ip, E, N, T, bounds)
     with parallel(num_threads=T):
-        _ent_team(backward, a, b, ip, E, N, H, op, T, bounds, count, start, qi, qa, qb, state)
+        _ent_team(backward, a, b, ip, E, N, H, op, T, bounds, count, start, qi, qa, state)
     free(qi)
     free(state)
     return 0
@@ -925,10 +946,10 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
 def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint backward):
     #: -> bool
     """Whether the entry-order kernel is the faster one for rows of ``H``
-    items of ``itemsize`` bytes on ``num_threads`` (the results are equal), the
-    same forward and backward (``backward`` is kept for callers).  It buckets the
-    entries by owning thread, for small teams only."""
-    return H * itemsize <= ENTRY_MAX_ROW_BYTES and num_threads <= 4
+    items of ``itemsize`` bytes on ``num_threads`` (the results are equal).  It
+    buckets the entries by owning thread, for small teams only."""
+    cdef Py_ssize_t limit = ENTRY_MAX_ROW_BYTES_BWD if backward else ENTRY_MAX_ROW_BYTES_FWD
+    return H * itemsize <= limit and num_threads <= 4
 
 
 def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
