@@ -125,6 +125,25 @@ def test_segment_softmax_backward_formula(backend, dtype):
 # ------------------------------------------------------------- determinism
 # --------------------------------------------------------------- bad input
 # ---------------------------------------------------------------- property
+def softmax_kernels_agree(s, g, plan, N, threads):
+    """The CSR and the entry-order softmax kernels, forward and backward on
+    ``threads``, give the same bits; returns the forward."""
+    ptr, perm = plan.csr()
+    old = _kernels.set_segment_parallel_min(0)
+    try:
+        a, b = np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_csr(s, perm, ptr, a, threads)
+        _kernels.segment_softmax_entries(s, plan.indices, N, b, threads)
+        np.testing.assert_array_equal(bits(a), bits(b))
+        c, d = np.empty_like(s), np.empty_like(s)
+        _kernels.segment_softmax_backward_csr(a, g, perm, ptr, c, threads)
+        _kernels.segment_softmax_backward_entries(a, g, plan.indices, N, d, threads)
+        np.testing.assert_array_equal(bits(c), bits(d))
+    finally:
+        _kernels.set_segment_parallel_min(old)
+    return a
+
+
 @pytest.mark.valgrind
 @pytest.mark.parametrize("H", [1, 3, 8])
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -146,19 +165,7 @@ def test_softmax_entry_and_csr_kernels_are_bitwise_equal(dtype, H, threads, orde
     s[np.flatnonzero(idx == 9)[:2]] = 0.0
     g = rng.standard_normal((E, H)).astype(dtype)
     plan = rtx.IndexPlan(idx, N)
-    ptr, perm = plan.csr()
-    old = _kernels.set_segment_parallel_min(0)
-    try:
-        a, b = np.empty_like(s), np.empty_like(s)
-        _kernels.segment_softmax_csr(s, perm, ptr, a, threads)
-        _kernels.segment_softmax_entries(s, plan.indices, N, b, threads)
-        np.testing.assert_array_equal(bits(a), bits(b))
-        c, d = np.empty_like(s), np.empty_like(s)
-        _kernels.segment_softmax_backward_csr(a, g, perm, ptr, c, threads)
-        _kernels.segment_softmax_backward_entries(a, g, plan.indices, N, d, threads)
-        np.testing.assert_array_equal(bits(c), bits(d))
-    finally:
-        _kernels.set_segment_parallel_min(old)
+    a = softmax_kernels_agree(s, g, plan, N, threads)
     np.testing.assert_allclose(a, ref_softmax(s, idx, N), rtol=1e-5, atol=1e-7)
 
 
@@ -183,21 +190,8 @@ def test_softmax_entry_kernels_bucket_by_owner_for_any_team(dtype, H, threads, i
     s[np.flatnonzero(idx == 4), 0] = -np.inf    # segment 4's column 0: exp(-inf - -inf)
     g = rng.standard_normal((E, H)).astype(dtype)
     plan = rtx.IndexPlan(idx, N)
-    ptr, perm = plan.csr()
-    old = _kernels.set_segment_parallel_min(0)
-    try:
-        ref, one, got = np.empty_like(s), np.empty_like(s), np.empty_like(s)
-        _kernels.segment_softmax_csr(s, perm, ptr, ref, threads)
-        _kernels.segment_softmax_entries(s, plan.indices, N, one, 1)
-        _kernels.segment_softmax_entries(s, plan.indices, N, got, threads)
-        np.testing.assert_array_equal(bits(got), bits(ref))
-        np.testing.assert_array_equal(bits(one), bits(ref))
-        bref, bgot = np.empty_like(s), np.empty_like(s)
-        _kernels.segment_softmax_backward_csr(ref, g, perm, ptr, bref, threads)
-        _kernels.segment_softmax_backward_entries(ref, g, plan.indices, N, bgot, threads)
-        np.testing.assert_array_equal(bits(bgot), bits(bref))
-    finally:
-        _kernels.set_segment_parallel_min(old)
+    got = softmax_kernels_agree(s, g, plan, N, threads)
+    np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 1)), bits(got))
     special = (idx == 2) | (idx == 4)
     clean = s.copy()
     clean[special, 0] = 0                       # the reference sees finite scores only
