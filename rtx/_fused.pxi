@@ -70,6 +70,11 @@ cdef enum:
     FX_MAX_DIMS = 64
     FX_MAX_REGS = 4096
 
+cdef enum:          # how a block reads an input (FxPlan.direct)
+    FX_GATHER = 0
+    FX_DIRECT = 1
+    FX_SPLAT = 2
+
 # name -> FusedOp(opcode, number of register operands, uses an immediate, result
 # is a truth value).  The one table of what the evaluator computes: the CPU
 # backend's fixed programs and Fusion (which ops it records, their arity,
@@ -127,7 +132,10 @@ cdef struct FxPlan:
     int32_t* out_regs
     int64_t* shape      # nd
     int64_t* strides    # nin * nd, in elements
-    char* direct        # nin: read in place (contiguous, covers the output)
+    # direct, per input: FX_GATHER, FX_DIRECT (read in place: contiguous, covers the
+    # output) or FX_SPLAT (one element broadcast everywhere: its slot is filled once
+    # per thread)
+    char* direct
     double* consts      # nconst
     double* imms
     char** inp          # nin base pointers
@@ -312,6 +320,7 @@ cdef void _fx_gather(real* dst, const real* base, const int64_t* strides,
     cdef Py_ssize_t rem = start, off = 0, i = 0, run, j, sl, L
     cdef int d, last = nd - 1
     cdef const real* p
+    cdef real v
     for d in range(nd - 1, -1, -1):
         idx[d] = rem % shape[d]
         rem = rem // shape[d]
@@ -324,8 +333,9 @@ cdef void _fx_gather(real* dst, const real* base, const int64_t* strides,
             run = n - i
         p = base + off
         if sl == 0:
+            v = p[0]    # (a local: dst may alias p for all the compiler knows)
             for j in range(run):
-                dst[i + j] = p[0]
+                dst[i + j] = v
         elif sl == 1:
             for j in range(run):
                 dst[i + j] = p[j]
@@ -350,7 +360,8 @@ cdef void _fx_gather(real* dst, const real* base, const int64_t* strides,
 
 
 cdef void _fx_thread_init(const FxPlan* P, real** regp, real* slots) noexcept nogil:
-    """Point each register at its scratch slot; fill the constant registers."""
+    """Point each register at its scratch slot; fill the constant registers and
+    the slots of the inputs that hold one value (``FX_SPLAT``)."""
     cdef int r
     cdef Py_ssize_t i
     cdef real v
@@ -360,6 +371,11 @@ cdef void _fx_thread_init(const FxPlan* P, real** regp, real* slots) noexcept no
         v = <real>P.consts[r]
         for i in range(P.block):
             regp[P.nin + r][i] = v
+    for r in range(P.nin):
+        if P.direct[r] == FX_SPLAT:
+            v = (<const real*>P.inp[r])[0]
+            for i in range(P.block):
+                regp[r][i] = v
 
 
 cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noexcept nogil:
@@ -371,9 +387,9 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noe
     if n > P.block:
         n = P.block
     for r in range(P.nin):
-        if P.direct[r]:
+        if P.direct[r] == FX_DIRECT:
             regp[r] = (<real*>P.inp[r]) + start
-        else:
+        elif P.direct[r] == FX_GATHER:
             regp[r] = slots + r * P.block
             _fx_gather(regp[r], <const real*>P.inp[r], P.strides + r * P.nd, P.shape,
                        P.nd, start, n)
@@ -507,7 +523,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     """
     cdef cnp.ndarray pa, oa, x
     cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
-    cdef int nt, typenum
+    cdef int nt, typenum, nz
     cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes
     cdef Py_ssize_t o_prog, o_outr, o_shp, o_str, o_dir, o_con, o_imm, o_inp, o_outp
     cdef Py_ssize_t o_regp, o_span, o_sv, o_scr
@@ -701,11 +717,16 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
                     str_c[i * nd + j] = str_c[i * D + j]
         for i in range(nin):
             acc = 1
-            dir_c[i] = 1
+            dir_c[i] = FX_DIRECT
+            nz = 0
             for j in range(nd - 1, -1, -1):
                 if str_c[i * nd + j] != acc:
-                    dir_c[i] = 0
+                    dir_c[i] = FX_GATHER
+                if str_c[i * nd + j] != 0:
+                    nz = 1
                 acc *= shp_c[j]
+            if nz == 0 and total > 1:
+                dir_c[i] = FX_SPLAT
         P.nin = nin
         P.nconst = nconst
         P.nregs = nregs

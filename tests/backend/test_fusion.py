@@ -509,6 +509,25 @@ def test_fused_eval_runs_a_valid_program():
     np.testing.assert_array_equal(out, np.where(r > 0, r, r * 0.5))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nt", [1, 2, 3])
+def test_fused_eval_one_value_and_column_broadcasts_over_many_blocks(dtype, nt):
+    # a 0-d and a (1, 1) input (one value everywhere: filled once per thread, never
+    # gathered again) and a (rows, 1) column (a stride-0 run per row), over an
+    # output of many blocks and a short last one
+    rng = np.random.default_rng(4)
+    rows, cols = 301, 37
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    k = np.array(rng.standard_normal(), dtype=dtype)
+    k11 = rng.standard_normal((1, 1)).astype(dtype)
+    col = rng.standard_normal((rows, 1)).astype(dtype)
+    out = np.empty((rows, cols), dtype)
+    _kernels.fused_eval(_prog([[MUL, 4, 0, 1, -1, -1], [ADD, 5, 4, 2, -1, -1],
+                               [MUL, 6, 5, 3, -1, -1]]),
+                        7, [x, k, k11, col], [], [], [out], [6], (rows, cols), nt, 64)
+    np.testing.assert_array_equal(out, (x * k + k11) * col)
+
+
 @pytest.mark.valgrind
 @pytest.mark.parametrize("case,exc", [
     (dict(prog=[[99, 2, 0, 1, -1, -1]]), ValueError),                 # unknown opcode
