@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ._autodiff.autodiff import Autodiff
 from .backend import Backend, CpuBackend
@@ -83,3 +83,21 @@ def use_backend(backend: Backend) -> Iterator[Backend]:
         _local.ad = prev
 
 
+# In-place writes and deferred reads.  A backend decorator that defers work (a
+# Fusion's pending expressions) reads its inner backend's buffers later; before
+# rtx writes a tensor's buffer in place (the Tensor's in-place ops, the
+# optimisers, MPI receives), ``before_write(backend)`` runs every registered
+# hook, and a Fusion over that backend finishes its pending work.  A write through
+# a numpy view of a tensor bypasses this, as it bypasses version counters.
+write_hooks: list[Callable[[Backend], None]] = []
+
+
+def register_write_hook(fn: Callable[[Backend], None]) -> None:
+    """Call ``fn(backend)`` before every in-place write rtx makes to a buffer of ``backend``."""
+    write_hooks.append(fn)
+
+
+def before_write(backend: Backend) -> None:
+    """Run the write hooks for a buffer of ``backend`` about to be written in place."""
+    for fn in write_hooks:
+        fn(backend)

@@ -22,7 +22,7 @@ from ._autodiff.backward import backward as _backward
 from ._autodiff.grad_mode import is_grad_enabled
 from ._autodiff.graph import Node, OutputEdge
 from ._autodiff.ops import OPS as _OPS
-from ._backend_state import autodiff_of_class
+from ._backend_state import autodiff_of_class, before_write, write_hooks
 from ._device import CPU, check_device, device, is_device_like, unavailable
 from ._dtypes import (
     I64_MAX,
@@ -494,6 +494,7 @@ class Tensor(TensorFaces):
                 raise TypeError(f"{name}_(): tensors live on different backends")
         else:
             ov = o
+        prepare_write(self)
         if name == "pow":  # computed, then copied in (the backends have no in-place pow)
             ov, name = B.pow(self._value, ov), "copy"
             if tuple(B.shape(ov)) != self.shape:
@@ -772,6 +773,13 @@ def version_counter(t: Tensor) -> list[int]:
     return vc
 
 
+def prepare_write(t: Tensor) -> None:
+    """Before an in-place write to ``t``'s buffer: whatever reads it lazily (a
+    Fusion's pending expressions over its backend) finishes first."""
+    if write_hooks:
+        before_write(t._ad.inner)
+
+
 def bump_version(t: Tensor) -> None:
     """Record one in-place write to ``t``'s storage."""
     vc = t._vc
@@ -802,6 +810,7 @@ def _inplace_write(name: str, t: Tensor, res: Tensor) -> Tensor:
     if kind_rank(res.dtype) > kind_rank(t.dtype):
         raise RuntimeError(f"{name}(): result type {torch_name(res.dtype)} can't be cast to "
                            f"the desired output type {torch_name(t.dtype)}")
+    prepare_write(t)
     t._value = t._ad.inner.inplace("copy", t._value, res._value)
     bump_version(t)
     return t

@@ -55,7 +55,7 @@ import numpy as np
 
 from ..autograd.grad_mode import is_grad_enabled, no_grad
 from ..backend.cpu import empty
-from ..tensor import Tensor
+from ..tensor import Tensor, prepare_write
 from ..tensor import bump_version as _bump_version
 
 _MPI: Any = None
@@ -537,7 +537,9 @@ def _writable_check(t: Tensor, fn: str) -> None:
 
 def _host_buffer(t: Tensor, fn: str) -> tuple[np.ndarray, bool]:
     """``(buffer, zero_copy)``: the tensor's own memory on the CPU backend
-    (C-contiguous required), otherwise a contiguous host copy."""
+    (C-contiguous required), otherwise a contiguous host copy.  The caller may
+    write it: pending lazy readers of the tensor finish first."""
+    prepare_write(t)
     v = t._value
     if isinstance(v, np.ndarray):
         if not v.flags.c_contiguous:

@@ -248,6 +248,7 @@ class DistributedDataParallel:
                 gv = None if g is None else g._value
                 if (g is not None and isinstance(gv, np.ndarray) and gv.flags.c_contiguous
                         and gv.flags.writeable):
+                    _comm.prepare_write(g)
                     np.copyto(gv, avg)
                     _comm.bump_version(g)
                 else:

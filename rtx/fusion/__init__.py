@@ -20,7 +20,13 @@ from collections.abc import Iterator
 
 from .._autodiff.autodiff import redirected
 from .._autodiff.ops import OPS as _TAPE_OPS
-from .._backend_state import autodiff_for, get_default_backend, set_default_backend, use_backend
+from .._backend_state import (
+    autodiff_for,
+    get_default_backend,
+    register_write_hook,
+    set_default_backend,
+    use_backend,
+)
 from ..backend.base import Backend
 from .backend import FUSABLE_OPS, Fusion, Lazy
 
@@ -48,6 +54,20 @@ def fusion_for(inner: Backend) -> Fusion:
             if f is None or f.inner is not inner:
                 f = _fusions[id(inner)] = Fusion(inner)
     return f
+
+
+def _finish_before_write(backend: Backend) -> None:
+    """A write hook (``rtx._backend_state.before_write``): before rtx writes a
+    buffer of ``backend`` in place, the Fusion over it materialises its pending
+    expressions, which may read that buffer (a parameter made before
+    ``enabled()``, written by the optimiser's step).  A write to a Fusion's own
+    tensor goes through ``Fusion.inplace``, which does the same."""
+    f = _fusions.get(id(backend))
+    if f is not None and f.inner is backend and len(f._pending):
+        f.flush()
+
+
+register_write_hook(_finish_before_write)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor, as_tensor, bump_version
+from ..tensor import Tensor, as_tensor, bump_version, prepare_write
 from .optimizer import Optimizer, ParamsT
 
 
@@ -69,6 +69,7 @@ class Adam(Optimizer):
                 grad = g.detach().contiguous()
                 if grad.dtype != p.dtype:
                     grad = grad.to(p.dtype)
+                prepare_write(p)   # (m, v and p live on one backend)
                 p._value, m._value, v._value, vm = B.adam_step(
                     p._value, m._value, v._value, None if vmax is None else vmax._value,
                     grad._value, b1, b2, eps, lr, st["step"], wd, self._decoupled)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..autograd.grad_mode import no_grad
 from ..backend.index_plan import IndexPlan
-from ..tensor import bump_version
+from ..tensor import bump_version, prepare_write
 from .adam import _zeros
 from .optimizer import Optimizer, ParamsT, is_sparse_grad
 
@@ -81,6 +81,7 @@ class SparseAdam(Optimizer):
                 # one fused pass over the present rows (Backend.adam_rows): the
                 # moments and the parameter in place, torch's arithmetic
                 B = p._ad.inner
+                prepare_write(p)
                 p._value, m._value, v._value = B.adam_rows(
                     p._value, m._value, v._value, plan, vals.contiguous()._value, b1, b2, eps,
                     step_size)
