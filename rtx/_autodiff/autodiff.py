@@ -46,6 +46,8 @@ class Autodiff:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name = f"autodiff<{inner.name}>"
+        # the backend's mark_saved, when it wants to know what the tape saves
+        self._mark = inner.mark_saved if getattr(inner, "MARKS_SAVED", False) else None
 
     def __repr__(self) -> str:
         return f"<Autodiff over {self.inner!r}>"
@@ -107,6 +109,7 @@ class Autodiff:
             sv = op.saves
             if sv:
                 vs = []
+                mark = self._mark
                 for i in sv:
                     t = res if i < 0 else args[i]
                     if isinstance(t, T):  # (a scalar operand has no buffer)
@@ -114,6 +117,10 @@ class Autodiff:
                         if vc is None:
                             vc = t._vc = [0]
                         vs.append((vc, vc[0], i, t._value))
+                        if mark is not None:
+                            mark(t._value)  # (the version entry holds it)
+                    if mark is not None:
+                        mark(out if i < 0 else prims[i])  # (ctx holds it)
                 if vs:
                     n.versions = vs
             elif sv is None:

@@ -267,6 +267,7 @@ def _engine(
         else:
             deliver_slow(target, g, sh, _backend_of(target, B))
 
+    v: Any = None   # (the version loop's entry: cleared after the walk)
     while heap:
         n = heappop(heap)[1]
         key = id(n)
@@ -320,7 +321,9 @@ def _engine(
             n.ctx = None
             n.versions = None  # holds saved buffers too
             n.released = True
-    ig = None   # the walk's last gradient: a pending one still held here would be stored
+    # the walk's last gradient and version entry: a pending value still held here
+    # would be stored by the flush below (a Fusion's pass of the leaves' gradients)
+    ig = v = vs = None
     _leaves_home(leaf_grads)
     if capture is not None:
         for k, entry in leaf_grads.items():

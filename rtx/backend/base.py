@@ -89,6 +89,10 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
     name: str = "backend"
     FAMILIES: ClassVar[dict[str, tuple[str, ...]]]
     OPS: ClassVar[tuple[str, ...]]
+    #: Whether the tape tells this backend which of its primitives a node saves for
+    #: its backward (``mark_saved``).  A lazy backend (``Fusion``) uses it to
+    #: recompute a pending value that only the tape holds instead of storing it.
+    MARKS_SAVED: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -126,6 +130,10 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
         if getattr(src, "inner", None) is self and hasattr(src, "lower"):
             return src.lower(p)
         raise TypeError(f"tensors live on different backends ({src.name} vs {self.name})")
+
+    def mark_saved(self, p: Any) -> None:
+        """The tape saved ``p`` (an op's input or output) for a backward rule.
+        Called only when ``MARKS_SAVED``; the default does nothing."""
 
     # -------------------------------------------------------------- queries
     @query

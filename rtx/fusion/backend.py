@@ -116,6 +116,15 @@ class Fusion(Backend):
     def is_prim(self, p: Any) -> bool:
         return type(p) is Lazy
 
+    MARKS_SAVED = True
+
+    def mark_saved(self, p: Any) -> None:
+        """Counted on a pending node: a pass that finds only the tape holding it may
+        leave it pending, to be recomputed inside the backward's pass
+        (``compile.stored``)."""
+        if type(p) is Lazy and p.value is None:
+            p.saved += 1
+
     def adopt(self, p: Any, src: Backend) -> Any:
         """An inner primitive as a (materialised) lazy leaf; see ``Backend.adopt``."""
         if src is self.inner:
@@ -272,7 +281,7 @@ class Fusion(Backend):
         stored by the same pass."""
         order, index, uses = collect(roots, self._force)
         if order:
-            self._execute(order, index, stored(order, uses, roots), roots[0].shape,
+            self._execute(order, index, stored(order, index, uses, roots), roots[0].shape,
                           roots[0].ctype)
 
     def _run_unfused(self, roots: list[Lazy]) -> None:

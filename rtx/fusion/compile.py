@@ -32,6 +32,9 @@ __all__ = ["MAX_PASS_NODES", "MAX_REGS", "ProgramCache", "collect", "compile_pro
 # within the register file.
 MAX_PASS_NODES = MAX_REGS // 4 - 24
 CACHE_SIZE = 1024
+# A pending node only the tape holds is recomputed in the backward (not stored)
+# when that runs at most this many pending nodes again (``stored``).
+RECOMPUTE_MAX_NODES = 16
 
 
 def collect(roots: list[Lazy], force: Callable[[Lazy], Any]
@@ -71,23 +74,111 @@ def collect(roots: list[Lazy], force: Callable[[Lazy], Any]
     return order, index, uses
 
 
-def stored(order: list[Lazy], uses: list[int], roots: list[Lazy]) -> tuple[int, ...]:
+def stored(order: list[Lazy], index: dict[int, int], uses: list[int],
+           roots: list[Lazy]) -> tuple[int, ...]:
     """Positions in ``order`` of the nodes a fused pass must store: the roots,
     and every node referenced from outside the DAG (a user's tensor, the
-    autograd tape, another pending expression).  A node's references are the
-    DAG's own (``uses``), this frame's (``order``, ``n``, getrefcount's
-    argument: measured on a sentinel held the same way) and external ones."""
+    autograd tape, another pending expression) -- except a node that only the
+    tape holds and that is cheap to recompute (``_recomputable``): that one
+    stays pending, and the backward's pass that reads it computes it again in
+    registers from the same operands (the same bits), which saves writing it
+    out and reading it back.  A node's references are the DAG's own
+    (``uses``), this frame's (``order``, ``n``, getrefcount's argument: measured
+    on a sentinel held the same way) and external ones."""
     order.append(_Sentinel((), _F32, None, None, (), None, None))
     n = order[len(order) - 1]
     base = sys.getrefcount(n)
     order.pop()
     root_ids = {id(r) for r in roots}
-    out = []
+    ext = [0] * len(order)
     for i in range(len(order)):
         n = order[i]
-        if id(n) in root_ids or sys.getrefcount(n) - base - uses[i] > 0:
-            out.append(i)
-    return tuple(out)
+        ext[i] = sys.getrefcount(n) - base - uses[i]
+    del n
+    keep = _recomputable(order, index, ext, root_ids)
+    return tuple(i for i in range(len(order))
+                 if id(order[i]) in root_ids or (ext[i] > 0 and i not in keep))
+
+
+def _held_leaves(order: list[Lazy]) -> set[int]:
+    """Ids of the DAG's materialised operands (leaves) that something outside
+    the pending graph also holds: the leaf itself (a tensor of this backend) or
+    its inner primitive (a tensor of the inner backend: a parameter, an input
+    made before ``enabled()``).  Recomputing from those keeps nothing alive
+    that would otherwise be freed."""
+    entries, wraps = _leaf_reads(order)
+    # this frame's references, measured on a sentinel leaf held the same way
+    entries.append([_Sentinel((), _F32, None, None, None, None, object()), 0])
+    x = entries[len(entries) - 1][0]
+    base_leaf = sys.getrefcount(x)
+    v = x.value
+    base_value = sys.getrefcount(v)
+    entries.pop()
+    held: set[int] = set()
+    for e in entries:
+        x = e[0]
+        if sys.getrefcount(x) - base_leaf - e[1] > 0:
+            held.add(id(x))
+            continue
+        v = x.value
+        if sys.getrefcount(v) - base_value - (wraps[id(v)] - 1) > 0:
+            held.add(id(x))
+    return held
+
+
+def _leaf_reads(order: list[Lazy]) -> tuple[list[list[Any]], dict[int, int]]:
+    """``[leaf, reads by the DAG]`` for each materialised operand, and how many
+    of them wrap each inner primitive (by id).  (A function of its own: no name
+    of its loops still holds a leaf while ``_held_leaves`` counts references.)"""
+    reads: dict[int, list[Any]] = {}
+    wraps: dict[int, int] = {}
+    for n in order:
+        for a in n.args:
+            if type(a) is Lazy and a.value is not None:
+                e = reads.get(id(a))
+                if e is None:
+                    reads[id(a)] = [a, 1]
+                    wraps[id(a.value)] = wraps.get(id(a.value), 0) + 1
+                else:
+                    e[1] += 1
+    return list(reads.values()), wraps
+
+
+def _recomputable(order: list[Lazy], index: dict[int, int], ext: list[int],
+                  root_ids: set[int]) -> set[int]:
+    """Positions of the nodes held from outside only by the tape (``Lazy.saved``
+    counts its references: ``Fusion.mark_saved``) that can be left pending: at
+    most ``RECOMPUTE_MAX_NODES`` pending nodes to compute again, each reading
+    only Python scalars, leaves held elsewhere (``_held_leaves``), nodes this
+    pass stores or nodes that can themselves be recomputed."""
+    if not any(ext[i] > 0 and order[i].saved for i in range(len(order))):
+        return set()
+    held = _held_leaves(order)
+    cost = [0] * len(order)   # pending nodes a recomputation runs (0: not recomputable)
+    keep: set[int] = set()
+    for i, n in enumerate(order):
+        c = 1
+        for a in n.args:
+            if type(a) is not Lazy:
+                continue
+            j = index.get(id(a)) if a.value is None else None
+            if j is None:
+                if id(a) not in held:
+                    c = 0
+                    break
+            elif id(order[j]) in root_ids or (ext[j] > 0 and j not in keep):
+                continue      # stored by this pass: a leaf its holder keeps
+            elif cost[j]:
+                c += cost[j]
+            else:
+                c = 0
+                break
+        if c > RECOMPUTE_MAX_NODES:
+            c = 0
+        cost[i] = c
+        if c and id(n) not in root_ids and 0 < ext[i] <= n.saved:
+            keep.add(i)
+    return keep
 
 
 def lower_dag(order: list[Lazy], index: dict[int, int], outputs: tuple[int, ...],

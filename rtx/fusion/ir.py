@@ -42,7 +42,7 @@ class Lazy:
     pending elementwise op over other ``Lazy`` nodes and Python scalars."""
 
     __slots__ = ("shape", "dtype", "ctype", "op", "args", "imm", "value", "size", "seq",
-                 "__weakref__")
+                 "saved", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ctype: Any, op: Any,
                  args: Any, imm: Any, value: Any, size: int = 0) -> None:
@@ -55,6 +55,7 @@ class Lazy:
         self.value = value
         self.size = size        # pending nodes under this one (an upper bound)
         self.seq = next(_SEQ)   # creation order: flush() plans in a deterministic order
+        self.saved = 0          # how many times the tape saved it (Fusion.mark_saved)
 
     @property
     def pending(self) -> bool:

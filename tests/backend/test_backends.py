@@ -14,9 +14,10 @@ import rtx
 from rtx.backend import Backend, CpuBackend, MinimalBackend, create_backend
 
 CORE = {"from_numpy", "to_numpy", "shape", "dtype"}
-# a primitive of a decorator backend as one of the backend it wraps, or back (a
-# default body on Backend: not abstract, not an op)
-ADOPT = {"adopt"}
+# default bodies on Backend that are not ops (not abstract, nothing recorded): a
+# primitive of a decorator backend as one of the backend it wraps, or back
+# (adopt); the tape telling a lazy backend what it saved (mark_saved)
+HOOKS = {"adopt", "mark_saved"}
 # answer questions about a primitive (Python values back, nothing to record): not ops
 QUERIES = {"is_prim", "is_contiguous", "can_view", "aliases"}
 
@@ -42,7 +43,7 @@ def test_minimal_backend_implements_only_the_core():
 def _public_ops():
     return sorted(
         n for n, v in inspect.getmembers(Backend, inspect.isfunction)
-        if not n.startswith("_") and n not in CORE | QUERIES | ADOPT
+        if not n.startswith("_") and n not in CORE | QUERIES | HOOKS
     )
 
 

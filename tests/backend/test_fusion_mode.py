@@ -428,3 +428,68 @@ def test_a_write_before_backward_leaves_the_saved_values_as_they_were(base):
     # those of the values at the forward
     for g, want in zip(_grads(ts), ref, strict=True):
         np.testing.assert_array_equal(g, want)
+
+
+# ----------------------------- tape-saved values recomputed in the backward, not stored
+def _outputs(f):
+    return f.cache_info()["outputs"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chain", [_chain4, _chain8])
+def test_values_only_the_tape_holds_are_recomputed_not_stored(dtype, chain, base):
+    # a + b and leaky_relu(a + b) are saved for backward (leaky_relu's input,
+    # mul's operand), and the leaves are the user's tensors: the forward's pass
+    # stores only its root, the backward's pass computes them again in registers
+    ts = _leaves(dtype)
+    chain(*ts).sum().backward()
+    ref = _grads(ts)
+    with rtx.fusion.enabled() as f:
+        y = chain(*ts)
+        o0, n0 = _outputs(f), _calls(f)
+        loss = y.sum()                             # materialises y
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 1)
+        del y
+        loss.backward()
+    got = _grads(ts)
+    for g, want in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(g, want)     # the same bits as unfused
+
+
+def test_a_value_the_user_also_holds_is_stored(base):
+    ts = _leaves(np.float32)
+    with rtx.fusion.enabled() as f:
+        s = ts[0] + ts[1]                          # saved by leaky_relu, held by the user
+        y = rtx.leaky_relu(s, 0.1) * ts[2]
+        o0 = _outputs(f)
+        y.sum()
+        assert _outputs(f) - o0 == 2               # y and s
+        assert not s._value.pending
+
+
+def test_a_value_over_a_temporary_is_stored(base):
+    # recomputing a + b from a temporary (the reshape's result, held by nothing
+    # else) would keep that buffer alive in its place: it is stored as before, and
+    # leaky_relu(a + b) is recomputed from it
+    a, b, c = _leaves(np.float32, k=3)
+    with rtx.fusion.enabled() as f:
+        y = rtx.leaky_relu(a.reshape(N // 2, 2).reshape(N) + b, 0.1) * c
+        o0 = _outputs(f)
+        loss = y.sum()
+        assert _outputs(f) - o0 == 2               # y and a + b
+        loss.backward()
+    an, bn, cn = (t.numpy() for t in (a, b, c))
+    s = an + bn
+    np.testing.assert_allclose(a.grad.numpy(), np.where(s > 0, cn, cn * np.float32(0.1)),
+                               rtol=1e-6)
+
+
+def test_saved_marks_count_the_tapes_references():
+    ts = _leaves(np.float32, k=2)
+    with rtx.fusion.enabled():
+        s = ts[0] + ts[1]
+        assert s._value.saved == 0                 # add saves nothing
+        y = s * s                                  # mul saves both operands
+        # ctx.a, ctx.b and the two version entries
+        assert s._value.saved == 4
+        del y
