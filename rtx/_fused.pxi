@@ -22,6 +22,15 @@
 # input or another output) and inputs (dtype, broadcast-compatible shape,
 # strides computed HERE from the arrays themselves, so each read stays inside
 # its input).  The program and constants are private C copies.
+#
+# A pass may also SUM one register over the whole output (``sum_reg``: a loss
+# ``chain.sum()`` without storing the chain): the elements are summed in exactly
+# numpy's order (``np.add.reduce`` over a C-contiguous array: pairwise, blocks of
+# at most 128 summed with 8 accumulators, ``pairwise_sum`` in numpy's
+# loops_utils.h), so the result has numpy's bits for any thread count.  The
+# pairwise tree is cut at its nodes of at most FX_SUM_CHUNK elements (chunks):
+# threads evaluate and sum chunks in parallel (each chunk through a private
+# buffer), then the nodes above the chunks are added serially, in the tree's order.
 
 from cython.parallel cimport parallel
 
@@ -140,6 +149,7 @@ cdef struct FxPlan:
     double* imms
     char** inp          # nin base pointers
     char** outp         # nout base pointers
+    int sum_reg         # the register summed (-1: none)
 
 
 # ------------------------------------------------------------------ the ops
@@ -378,14 +388,14 @@ cdef void _fx_thread_init(const FxPlan* P, real** regp, real* slots) noexcept no
                 regp[r][i] = v
 
 
-cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noexcept nogil:
-    cdef Py_ssize_t start = b * P.block
-    cdef Py_ssize_t n = P.total - start
+cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
+                    Py_ssize_t n, real* sum_dst) noexcept nogil:
+    """Run the program over elements ``start .. start+n`` (``n <= P.block``);
+    ``sum_dst`` (or NULL): where the summed register writes them instead of
+    its scratch slot."""
     cdef int r, k, op
     cdef const int32_t* ins
     cdef real imm
-    if n > P.block:
-        n = P.block
     for r in range(P.nin):
         if P.direct[r] == FX_DIRECT:
             regp[r] = (<real*>P.inp[r]) + start
@@ -395,6 +405,8 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noe
                        P.nd, start, n)
     for r in range(P.nout):
         regp[P.out_regs[r]] = (<real*>P.outp[r]) + start
+    if sum_dst != NULL:
+        regp[P.sum_reg] = sum_dst
     for k in range(P.ninstr):
         ins = P.prog + 6 * k
         op = ins[0]
@@ -407,6 +419,15 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t b) noe
             _fx_unary(op, regp[ins[1]], regp[ins[2]], imm, n)
 
 
+cdef inline void _fx_block_at(const FxPlan* P, real** regp, real* slots,
+                              Py_ssize_t b) noexcept nogil:
+    cdef Py_ssize_t start = b * P.block
+    cdef Py_ssize_t n = P.total - start
+    if n > P.block:
+        n = P.block
+    _fx_block(P, regp, slots, start, n, NULL)
+
+
 cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_thread,
                       real** regp_all, int nt) noexcept nogil:
     cdef Py_ssize_t nblocks = (P.total + P.block - 1) // P.block
@@ -417,7 +438,7 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
     if nt <= 1:
         _fx_thread_init(P, regp_all, <real*>scratch)
         for b in range(nblocks):
-            _fx_block(P, regp_all, <real*>scratch, b)
+            _fx_block_at(P, regp_all, <real*>scratch, b)
         return
     with parallel(num_threads=nt):
         tid = rtx_omp_thread_num()
@@ -425,7 +446,153 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         slots = <real*>(scratch + tid * per_thread)
         _fx_thread_init(P, regp, slots)
         for b in prange(nblocks, schedule="dynamic", chunksize=8):
-            _fx_block(P, regp, slots, b)
+            _fx_block_at(P, regp, slots, b)
+
+
+# ------------------------------------------------ the sum in numpy's order
+cdef enum:
+    FX_SUM_CHUNK = 16384    # the largest pairwise-tree node a thread sums alone
+    FX_PW_BLOCK = 128       # numpy's PW_BLOCKSIZE
+
+
+cdef extern from *:
+    """
+    /* One leaf of numpy's pairwise_sum (8 <= n <= 128): 8 accumulators over the
+       multiple-of-8 part, combined as a tree, then the rest in order.  Written
+       with an accumulator array so gcc keeps the 8 in vector registers (each
+       lane is one accumulator: the same additions as the scalar form). */
+    static inline float rtx_pw_leaf_f(const float* a, ptrdiff_t n) {
+        float r[8], res;
+        ptrdiff_t i, j;
+        for (j = 0; j < 8; j++) r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (j = 0; j < 8; j++) r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    }
+    static inline double rtx_pw_leaf_d(const double* a, ptrdiff_t n) {
+        double r[8], res;
+        ptrdiff_t i, j;
+        for (j = 0; j < 8; j++) r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (j = 0; j < 8; j++) r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    }
+    """
+    float rtx_pw_leaf_f(const float* a, Py_ssize_t n) noexcept nogil
+    double rtx_pw_leaf_d(const double* a, Py_ssize_t n) noexcept nogil
+
+
+cdef real _fx_pairwise(const real* a, Py_ssize_t n) noexcept nogil:
+    """numpy's ``pairwise_sum`` of a contiguous run, the same operations in the
+    same order (so the same bits)."""
+    cdef Py_ssize_t i, n2
+    cdef real res, lo, hi
+    if n < 8:
+        res = 0
+        for i in range(n):
+            res = res + a[i]
+        return res
+    if n <= FX_PW_BLOCK:
+        if real is float:
+            return rtx_pw_leaf_f(a, n)
+        else:
+            return rtx_pw_leaf_d(a, n)
+    n2 = n // 2
+    n2 -= n2 % 8
+    lo = _fx_pairwise(a, n2)
+    hi = _fx_pairwise(a + n2, n - n2)
+    return lo + hi
+
+
+cdef Py_ssize_t _fx_sum_chunks(Py_ssize_t start, Py_ssize_t n, Py_ssize_t* starts,
+                               Py_ssize_t* sizes, Py_ssize_t k) noexcept nogil:
+    """The pairwise tree's chunks (its first nodes of at most FX_SUM_CHUNK
+    elements) under the node ``start, n``, in order, from index ``k`` (arrays
+    may be NULL: count only); returns the next index."""
+    cdef Py_ssize_t n2
+    if n <= FX_SUM_CHUNK:
+        if starts != NULL:
+            starts[k] = start
+            sizes[k] = n
+        return k + 1
+    n2 = n // 2
+    n2 -= n2 % 8
+    k = _fx_sum_chunks(start, n2, starts, sizes, k)
+    return _fx_sum_chunks(start + n2, n - n2, starts, sizes, k)
+
+
+cdef real _fx_sum_combine(const real* part, Py_ssize_t n, Py_ssize_t* k) noexcept nogil:
+    """The tree's nodes above the chunks: ``part`` holds the chunks' sums in
+    order; ``k`` the next one to use."""
+    cdef Py_ssize_t n2
+    cdef real lo, hi
+    if n <= FX_SUM_CHUNK:
+        lo = part[k[0]]
+        k[0] += 1
+        return lo
+    n2 = n // 2
+    n2 -= n2 % 8
+    lo = _fx_sum_combine(part, n2, k)
+    hi = _fx_sum_combine(part, n - n2, k)
+    return lo + hi
+
+
+cdef void _fx_sum_chunk(const FxPlan* P, real** regp, real* slots, real* buf,
+                        const Py_ssize_t* starts, const Py_ssize_t* sizes, real* part,
+                        Py_ssize_t c, int stored) noexcept nogil:
+    """Chunk ``c``: the program over its elements, the summed register written
+    to ``buf`` (or, when it is also an output -- ``stored`` is its index --
+    read back from that output), its pairwise sum to ``part[c]``."""
+    cdef Py_ssize_t s = 0, m
+    cdef Py_ssize_t n = sizes[c], start = starts[c]
+    while s < n:
+        m = n - s
+        if m > P.block:
+            m = P.block
+        _fx_block(P, regp, slots, start + s, m, NULL if stored >= 0 else buf + s)
+        s += m
+    if stored >= 0:
+        part[c] = _fx_pairwise((<const real*>P.outp[stored]) + start, n)
+    else:
+        part[c] = _fx_pairwise(buf, n)
+
+
+cdef void _fx_execute_sum(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_thread,
+                          real** regp_all, int nt, const Py_ssize_t* starts,
+                          const Py_ssize_t* sizes, Py_ssize_t nchunks, real* part,
+                          real* result) noexcept nogil:
+    """The program over every chunk, each chunk's sum, then the sum of the
+    whole output (``0 + pairwise``, as ``np.add.reduce`` starts from its identity).
+    The chunk buffer of a thread follows its register slots in its scratch."""
+    cdef Py_ssize_t c
+    cdef Py_ssize_t k = 0
+    cdef int tid = 0
+    cdef real** regp = regp_all
+    cdef real* slots = <real*>scratch
+    cdef real* buf = <real*>(scratch + per_thread) - FX_SUM_CHUNK
+    cdef real zero = 0
+    cdef int r, stored = -1
+    for r in range(P.nout):
+        if P.out_regs[r] == P.sum_reg:
+            stored = r
+    if nt <= 1:
+        _fx_thread_init(P, regp_all, slots)
+        for c in range(nchunks):
+            _fx_sum_chunk(P, regp_all, slots, buf, starts, sizes, part, c, stored)
+    else:
+        with parallel(num_threads=nt):
+            tid = rtx_omp_thread_num()
+            regp = regp_all + tid * P.nregs
+            slots = <real*>(scratch + tid * per_thread)
+            buf = <real*>(scratch + (tid + 1) * per_thread) - FX_SUM_CHUNK
+            _fx_thread_init(P, regp, slots)
+            for c in prange(nchunks, schedule="dynamic", chunksize=1):
+                _fx_sum_chunk(P, regp, slots, buf, starts, sizes, part, c, stored)
+    result[0] = zero + _fx_sum_combine(part, P.total, &k)
 
 
 # ------------------------------------------------------- the Python boundary
@@ -459,7 +626,7 @@ cdef Py_ssize_t FX_VALID_MAX = 4096
 
 
 cdef _fx_check_program(const int32_t* prog, int ninstr, int nregs, int nin, int nconst,
-                       Py_ssize_t nimm, const int32_t* out_regs, int nout):
+                       Py_ssize_t nimm, const int32_t* out_regs, int nout, int sum_reg):
     """Raise ValueError unless the program (a private copy) is well formed.
     (``nregs`` is in range: fused_eval checks it before sizing its memory.)"""
     cdef int k, j, op, arity, r
@@ -499,6 +666,9 @@ cdef _fx_check_program(const int32_t* prog, int ninstr, int nregs, int nin, int 
         if not nin + nconst <= r < nregs or writes[r] != 1:
             raise ValueError(f"fused_eval: output register {r} must be a temporary "
                              "written by exactly one instruction")
+    if sum_reg != -1 and (not nin + nconst <= sum_reg < nregs or writes[sum_reg] != 1):
+        raise ValueError(f"fused_eval: the summed register {sum_reg} must be a temporary "
+                         "written by exactly one instruction")
 
 
 cdef inline Py_ssize_t _fx_up(Py_ssize_t n) noexcept:
@@ -506,7 +676,8 @@ cdef inline Py_ssize_t _fx_up(Py_ssize_t n) noexcept:
 
 
 def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,
-               tuple shape, int num_threads=1, Py_ssize_t block=2048):
+               tuple shape, int num_threads=1, Py_ssize_t block=2048, int sum_reg=-1,
+               sum_out=None):
     #: prog: npt.ArrayLike
     #: inputs: list[_Real]
     #: consts: npt.ArrayLike
@@ -514,17 +685,28 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     #: outputs: list[_Real]
     #: out_regs: npt.ArrayLike
     #: shape: tuple[int, ...]
+    #: sum_out: _Real | None
     """Run a fused elementwise program (see the top of ``_fused.pxi``).
 
     ``inputs``: arrays of the program's dtype (float32 or float64), each
     broadcastable to ``shape``; ``outputs``: fresh C-contiguous arrays of
-    ``shape`` and that dtype, written at ``out_regs``.  Raises ``TypeError`` /
-    ``ValueError`` before anything is written when any part is inconsistent.
+    ``shape`` and that dtype, written at ``out_regs``.  With ``sum_reg`` (a
+    temporary register) the sum of that register over the whole output, in
+    numpy's order, is written to ``sum_out`` (one element of the dtype); then
+    ``outputs`` may be empty.  Raises ``TypeError`` / ``ValueError`` before
+    anything is written when any part is inconsistent.
     """
     cdef cnp.ndarray pa, oa, x
     cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
     cdef int nt, typenum, nz
+    cdef bint summing
     cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes
+    cdef Py_ssize_t nchunks = 0, o_cst, o_csz, o_part
+    cdef Py_ssize_t* cst_c
+    cdef float sum_f = 0
+    cdef double sum_d = 0
+    cdef Py_ssize_t* csz_c
+    cdef char* part_c
     cdef Py_ssize_t o_prog, o_outr, o_shp, o_str, o_dir, o_con, o_imm, o_inp, o_outp
     cdef Py_ssize_t o_regp, o_span, o_sv, o_scr
     cdef FxPlan P
@@ -559,8 +741,10 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     ninstr = <int>pa.shape[0]
     nconst = len(consts)
     nimm = len(imms)
-    if nout < 1 or oa.shape[0] != nout:
-        raise ValueError("fused_eval: need one output register per output (and >= 1 output)")
+    summing = sum_reg != -1
+    if oa.shape[0] != nout or (nout < 1 and not summing):
+        raise ValueError("fused_eval: need one output register per output (and >= 1 output "
+                         "or a summed register)")
     if not nin + nconst <= nregs <= FX_MAX_REGS:
         raise ValueError(f"fused_eval: nregs={nregs} must be in [{nin + nconst}, {FX_MAX_REGS}]")
 
@@ -580,20 +764,35 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         raise ValueError("fused_eval: block must be in [16, 65536]")
 
     # -- one block of private C memory for everything the nogil loop reads
-    first = outputs[0]
+    first = outputs[0] if nout else sum_out
     if not isinstance(first, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>first) not in (
             cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
         raise TypeError("fused_eval: outputs must be float32 or float64 numpy arrays")
     typenum = cnp.PyArray_TYPE(<cnp.ndarray>first)
     itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>first)
+    if summing:
+        if (not isinstance(sum_out, _np_fx.ndarray)
+                or cnp.PyArray_TYPE(<cnp.ndarray>sum_out) != typenum):
+            raise TypeError(f"fused_eval: sum_out must be a {first.dtype} numpy array")
+        if (cnp.PyArray_SIZE(<cnp.ndarray>sum_out) != 1
+                or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>sum_out)):
+            raise ValueError("fused_eval: sum_out must be a writable array of one element")
+        if total:
+            nchunks = _fx_sum_chunks(0, total, NULL, NULL, 0)
+    elif sum_out is not None:
+        raise ValueError("fused_eval: sum_out without a summed register (sum_reg)")
     nt = _clamp_threads(num_threads)
     if total < FUSED_PARALLEL_MIN:
         nt = 1
     if nt > (total + block - 1) // block:
         nt = <int>((total + block - 1) // block)
+    if summing and nt > nchunks:
+        nt = <int>nchunks
     if nt < 1:
         nt = 1
     per_thread = _fx_up(nregs * block * itemsize)
+    if summing:
+        per_thread += _fx_up(FX_SUM_CHUNK * itemsize)  # the chunk buffer, at the end
     o_prog = 0
     o_outr = o_prog + _fx_up(max(ninstr, 1) * 6 * sizeof(int32_t))
     o_shp = o_outr + _fx_up(nout * sizeof(int32_t))
@@ -606,7 +805,10 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     o_regp = o_outp + _fx_up(nout * sizeof(char*))
     o_span = o_regp + _fx_up(nt * nregs * sizeof(void*))
     o_sv = o_span + _fx_up(2 * (nout + nin) * sizeof(Py_ssize_t))
-    o_scr = o_sv + _fx_up(max(nin, 1) * max(D, 1) * sizeof(int64_t))
+    o_cst = o_sv + _fx_up(max(nin, 1) * max(D, 1) * sizeof(int64_t))
+    o_csz = o_cst + _fx_up(max(nchunks, 1) * sizeof(Py_ssize_t))
+    o_part = o_csz + _fx_up(max(nchunks, 1) * sizeof(Py_ssize_t))
+    o_scr = o_part + _fx_up(max(nchunks, 1) * sizeof(double))
     nbytes = o_scr + nt * per_thread + 64
     block_c = <char*>malloc(nbytes)
     if block_c == NULL:
@@ -624,6 +826,9 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         regp = <void**>(block_c + o_regp)
         span_c = <Py_ssize_t*>(block_c + o_span)
         sv_c = <int64_t*>(block_c + o_sv)
+        cst_c = <Py_ssize_t*>(block_c + o_cst)
+        csz_c = <Py_ssize_t*>(block_c + o_csz)
+        part_c = block_c + o_part
         memcpy(prog_c, cnp.PyArray_DATA(pa), ninstr * 6 * sizeof(int32_t))
         memcpy(outr_c, cnp.PyArray_DATA(oa), nout * sizeof(int32_t))
         for j in range(nconst):
@@ -633,9 +838,9 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
 
         # -- the program, checked on the private copy (once per distinct program)
         key = (<bytes>(<char*>prog_c)[:ninstr * 6 * sizeof(int32_t)], nregs, nin, nconst,
-               nimm, <bytes>(<char*>outr_c)[:nout * sizeof(int32_t)])
+               nimm, <bytes>(<char*>outr_c)[:nout * sizeof(int32_t)], sum_reg)
         if key not in _fx_valid:
-            _fx_check_program(prog_c, ninstr, nregs, nin, nconst, nimm, outr_c, nout)
+            _fx_check_program(prog_c, ninstr, nregs, nin, nconst, nimm, outr_c, nout, sum_reg)
             if len(_fx_valid) >= FX_VALID_MAX:
                 _fx_valid.clear()
             _fx_valid[key] = None
@@ -681,7 +886,14 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
                 if j != i and (j < i or j >= nout) and lo < span_c[2 * j + 1] \
                         and span_c[2 * j] < hi:
                     raise ValueError("fused_eval: an output overlaps an input or another output")
+        if summing:
+            lo, hi = _fx_extent(<cnp.ndarray>sum_out)
+            for j in range(nout + nin):
+                if lo < span_c[2 * j + 1] and span_c[2 * j] < hi:
+                    raise ValueError("fused_eval: sum_out overlaps an input or an output")
         if total == 0:
+            if summing:
+                sum_out.fill(0)
             return
 
         # -- collapse dims: size-1 dims dropped, neighbours merged where every
@@ -744,14 +956,25 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         P.imms = imm_c
         P.inp = inp_c
         P.outp = outp_c
+        P.sum_reg = sum_reg
+        if summing:
+            _fx_sum_chunks(0, total, cst_c, csz_c, 0)
         # 64-byte aligned scratch slots
         sp = block_c + o_scr
         sp = sp + ((64 - (<size_t>sp) % 64) % 64)
         with nogil:
-            if itemsize == 4:
+            if summing and itemsize == 4:
+                _fx_execute_sum(<float*>NULL, &P, sp, per_thread, <float**>regp, nt, cst_c,
+                                csz_c, nchunks, <float*>part_c, &sum_f)
+            elif summing:
+                _fx_execute_sum(<double*>NULL, &P, sp, per_thread, <double**>regp, nt, cst_c,
+                                csz_c, nchunks, <double*>part_c, &sum_d)
+            elif itemsize == 4:
                 _fx_execute(<float*>NULL, &P, sp, per_thread, <float**>regp, nt)
             else:
                 _fx_execute(<double*>NULL, &P, sp, per_thread, <double**>regp, nt)
+        if summing:
+            sum_out.flat[0] = sum_f if itemsize == 4 else sum_d
     finally:
         free(block_c)
 

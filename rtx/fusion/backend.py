@@ -37,6 +37,7 @@ from .._threads import get_num_threads
 from ..backend._family import is_composed, is_query
 from ..backend.base import Backend
 from ..backend.cpu import empty as _owned_empty
+from ..backend.cpu.reduction import CpuReduction
 from .compile import MAX_PASS_NODES, MAX_REGS, ProgramCache, collect, lower_dag, stored
 from .ir import (
     _BOOL,
@@ -86,7 +87,7 @@ class Fusion(Backend):
         self._cache = ProgramCache()
         self.stats = {"kernel_calls": 0, "cache_hits": 0, "cache_misses": 0,
                       "nodes_fused": 0, "outputs": 0, "eager_ops": 0, "forwarded": 0,
-                      "unfused_fallbacks": 0}
+                      "unfused_fallbacks": 0, "sums_fused": 0}
         # ops of families the inner backend adds (its own family mixins): forwarded
         # like Backend's own families, by name
         for name in type(inner).OPS:
@@ -308,9 +309,16 @@ class Fusion(Backend):
             self._pending.discard(n)
 
     def _execute(self, order: list[Lazy], index: dict[int, int], outputs: tuple[int, ...],
-                 shape: tuple[int, ...], T: np.dtype) -> None:
-        key, nodes, inputs, consts, imms = lower_dag(order, index, outputs, T)
-        prog, hit = self._cache.get(key, nodes, len(inputs), len(consts), outputs)
+                 shape: tuple[int, ...], T: np.dtype, summed: int | None = None) -> Any:
+        """One fused pass storing the nodes at ``outputs``; with ``summed`` (a node
+        position) it also returns that node's sum over every element as a 0-d
+        array (``fused_eval``'s ``sum_reg``: numpy's order and bits), the node
+        itself stored only if it is in ``outputs``."""
+        compiled = outputs
+        if summed is not None and summed not in outputs:
+            compiled = outputs + (summed,)   # a register of its own, not stored
+        key, nodes, inputs, consts, imms = lower_dag(order, index, compiled, T)
+        prog, hit = self._cache.get(key, nodes, len(inputs), len(consts), compiled)
         self.stats["cache_hits" if hit else "cache_misses"] += 1
         arrays = []
         for leaf_ in inputs:
@@ -321,8 +329,16 @@ class Fusion(Backend):
         if prog.nregs > MAX_REGS:
             raise ValueError(f"Fusion: a program of {prog.nregs} registers (at most {MAX_REGS})")
         outs = [_owned_empty(shape, T) for _ in outputs]
-        fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
-                   shape, get_num_threads(), self.block)
+        total = None
+        if summed is None:
+            fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs, prog.out_regs,
+                       shape, get_num_threads(), self.block)
+        else:
+            total = _owned_empty((), T)
+            fused_eval(prog.prog, prog.nregs, arrays, consts, imms, outs,
+                       prog.out_regs[:len(outputs)], shape, get_num_threads(), self.block,
+                       sum_reg=int(prog.out_regs[compiled.index(summed)]), sum_out=total)
+            self.stats["sums_fused"] += 1
         self.stats["kernel_calls"] += 1
         self.stats["nodes_fused"] += len(order)
         self.stats["outputs"] += len(outputs)
@@ -331,6 +347,63 @@ class Fusion(Backend):
             n.value = self.inner.from_numpy(arr)
             n.args = None
             self._pending.discard(n)
+        return total
+
+    def sum(self, a: Any, dim: Any = None, keepdim: bool = False) -> Any:
+        """A pending float expression summed over all its elements (a loss:
+        ``chain.sum()``) is summed inside the fused pass that computes it, in
+        numpy's order (the CPU backend's bits), without storing it: it stays
+        pending and is computed again only if something reads it later.  Nodes
+        under it that something else holds are stored by that pass as usual.
+        Every other sum is forwarded to the inner backend."""
+        total = self._fused_total(a, dim, keepdim)
+        if total is None:
+            return self.forward("sum", a, dim, keepdim)
+        return self._wrap(self.inner.from_numpy(total))
+
+    def mean(self, a: Any, dim: Any = None, keepdim: bool = False) -> Any:
+        """Like ``sum``: the fused sum divided by the element count as numpy's
+        ``mean`` divides (``true_divide`` by an ``intp`` count into the sum's
+        float buffer), so the CPU backend's bits."""
+        total = self._fused_total(a, dim, keepdim)
+        if total is None:
+            return self.forward("mean", a, dim, keepdim)
+        np.true_divide(total, np.intp(math.prod(a.shape)), out=total, casting="unsafe")
+        return self._wrap(self.inner.from_numpy(total))
+
+    def _fused_total(self, a: Any, dim: Any, keepdim: bool) -> Any:
+        """``a``'s sum as a 0-d array from a fused pass, or None where that does not
+        apply (not a whole-tensor sum of a pending float expression, an inner
+        backend that sums in another order, a pass the kernel refuses)."""
+        if (dim is None and not keepdim and type(a) is Lazy and a.value is None
+                and a.dtype in _FLOATS and a.ctype == a.dtype and math.prod(a.shape)
+                and self._numpy_reductions):
+            with self._lock:
+                if a.value is None:
+                    try:
+                        return self._run_sum(a)
+                    except Exception:  # e.g. the kernel refusing a program: sum unfused
+                        self.stats["unfused_fallbacks"] += 1
+        return None
+
+    @property
+    def _numpy_reductions(self) -> bool:
+        """Whether the inner backend sums with numpy's ``add.reduce`` over a
+        C-contiguous buffer (the order ``fused_eval``'s sum reproduces)."""
+        cls = type(self.inner)
+        return (getattr(cls, "sum", None) is CpuReduction.sum
+                and getattr(cls, "mean", None) is CpuReduction.mean)
+
+    def _run_sum(self, a: Lazy) -> Any:
+        """``a``'s sum (a 0-d array) from one fused pass over its DAG, which also
+        stores the nodes under ``a`` held from outside; ``a`` itself is stored only
+        when the tape saved it, else it stays pending."""
+        order, index, uses = collect([a], self._force)
+        pos = index[id(a)]
+        outputs = tuple(i for i in stored(order, index, uses, []) if i != pos)
+        if a.saved:
+            outputs += (pos,)
+        return self._execute(order, index, outputs, a.shape, a.ctype, summed=pos)
 
     def _record_param(self, op: str, a: Any, value: Any) -> Any:
         """An op with one scalar parameter (the kernel's immediate): recorded for a

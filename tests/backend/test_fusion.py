@@ -589,6 +589,104 @@ def test_fused_eval_checks_each_variant_of_a_validated_program():
     np.testing.assert_array_equal(r[0], np.where(a + 0.25 > 0, a + 0.25, (a + 0.25) * 0.1))
 
 
+# ------------------------------- a register summed in numpy's order (sum_reg)
+def _sum_case(n, dtype, seed=0):
+    """(program, nregs, inputs, consts, want): sum(a * b + 0.5) and numpy's sum
+    of the same values (``np.add.reduce`` over the array: the CPU backend's)."""
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(n) * 100).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    want = np.add.reduce(a * b + dtype(0.5), axis=None)
+    return _prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1]]), 5, [a, b], [0.5], want
+
+
+def _summed(prog, nregs, inputs, consts, shape, nt, block, stored=False):
+    total = np.full((), -1, inputs[0].dtype)
+    outs = [np.empty(shape, inputs[0].dtype)] if stored else []
+    _kernels.fused_eval(prog, nregs, inputs, consts, [], outs, [4] if stored else [], shape,
+                        nt, block, sum_reg=4, sum_out=total)
+    return total, outs
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 127, 128, 129, 1000, 16384, 16385, 40961,
+                               300_007])
+def test_fused_eval_sums_a_register_with_numpys_bits(dtype, n):
+    # every leaf size of numpy's pairwise sum (< 8, <= 128), one and several
+    # chunks, any thread count and block, the summed register stored or not
+    prog, nregs, inputs, consts, want = _sum_case(n, dtype, seed=n)
+    for nt, block, stored in [(1, 2048, False), (2, 16, False), (3, 2048, True),
+                              (2, 333, True)]:
+        total, outs = _summed(prog, nregs, inputs, consts, (n,), nt, block, stored)
+        assert total.tobytes() == want.tobytes(), (nt, block, stored, total, want)
+        if stored:
+            np.testing.assert_array_equal(outs[0], inputs[0] * inputs[1] + dtype(0.5))
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 70_000), nt=st.integers(1, 3), block=st.integers(16, 4096),
+       f64=st.booleans())
+def test_fused_eval_sum_matches_numpy_for_any_size_threads_and_block(n, nt, block, f64):
+    dtype = np.float64 if f64 else np.float32
+    prog, nregs, inputs, consts, want = _sum_case(n, dtype, seed=n)
+    total, _ = _summed(prog, nregs, inputs, consts, (n,), nt, block)
+    assert total.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_eval_sum_over_broadcast_inputs_and_special_values(dtype):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((301, 77)).astype(dtype)
+    col = rng.standard_normal((301, 1)).astype(dtype)
+    total, _ = _summed(_prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1]]), 5, [x, col],
+                       [0.0], (301, 77), 2, 64)
+    assert total.tobytes() == np.add.reduce(x * col + dtype(0.0), axis=None).tobytes()
+    neg0 = np.full(1000, -0.0, dtype)          # numpy's sum starts from +0: gives +0.0
+    total, _ = _summed(_prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1]]), 5,
+                       [neg0, np.ones(1000, dtype)], [-0.0], (1000,), 1, 2048)
+    assert total.tobytes() == np.add.reduce(neg0).tobytes() == dtype(0.0).tobytes()
+    for bad, check in ((np.inf, np.isposinf), (np.nan, np.isnan)):
+        v = np.ones(50_000, dtype)
+        v[31_337] = bad
+        total, _ = _summed(_prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1]]), 5,
+                           [v, np.ones(50_000, dtype)], [0.0], (50_000,), 2, 2048)
+        assert check(total)
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("case,exc", [
+    (dict(sum_reg=0), ValueError),                                  # an input, not a temporary
+    (dict(sum_reg=9), ValueError),                                  # out of range
+    (dict(prog=[[ADD, 2, 0, 1, -1, -1], [ADD, 2, 0, 1, -1, -1]]), ValueError),  # written twice
+    (dict(sum_out=np.zeros((), np.float32)), TypeError),           # wrong dtype
+    (dict(sum_out=[0.0]), TypeError),                               # not an array
+    (dict(sum_out=np.zeros(2)), ValueError),                        # not one element
+    (dict(readonly=True), ValueError),
+    (dict(overlap=True), ValueError),                               # inside an input
+    (dict(sum_reg=-1), ValueError),                                 # sum_out, nothing summed
+])
+def test_fused_eval_rejects_bad_sum_arguments_before_writing(case, exc):
+    buf = np.ones(9)
+    inputs = [buf[1:], np.ones(8)]
+    total = case.get("sum_out", np.full((), -1.0))
+    if case.get("overlap"):
+        total = buf[8:]
+    if case.get("readonly"):
+        total.flags.writeable = False
+    before = np.array(total, copy=True) if isinstance(total, np.ndarray) else None
+    with pytest.raises(exc):
+        _kernels.fused_eval(_prog(case.get("prog", [[ADD, 2, 0, 1, -1, -1]])), 3, inputs,
+                            [], [], [], [], (8,), 2, 2048, sum_reg=case.get("sum_reg", 2),
+                            sum_out=total)
+    if before is not None:
+        np.testing.assert_array_equal(total, before)
+    np.testing.assert_array_equal(buf, np.ones(9))
+    with pytest.raises(ValueError, match="output"):     # no output and nothing summed
+        _kernels.fused_eval(_prog([[ADD, 2, 0, 1, -1, -1]]), 3, inputs, [], [], [], [],
+                            (8,), 1)
+
+
 @pytest.mark.valgrind
 def test_fused_eval_rejects_an_output_overlapping_an_input():
     buf = np.ones(16)

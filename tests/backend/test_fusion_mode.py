@@ -440,15 +440,17 @@ def _outputs(f):
 def test_values_only_the_tape_holds_are_recomputed_not_stored(dtype, chain, base):
     # a + b and leaky_relu(a + b) are saved for backward (leaky_relu's input,
     # mul's operand), and the leaves are the user's tensors: the forward's pass
-    # stores only its root, the backward's pass computes them again in registers
+    # stores nothing (the root is summed in it), the backward's pass computes
+    # them again in registers
     ts = _leaves(dtype)
     chain(*ts).sum().backward()
     ref = _grads(ts)
     with rtx.fusion.enabled() as f:
         y = chain(*ts)
         o0, n0 = _outputs(f), _calls(f)
-        loss = y.sum()                             # materialises y
-        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 1)
+        loss = y.sum()                             # one pass, y summed, not stored
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 0)
+        assert y._value.pending
         del y
         loss.backward()
     got = _grads(ts)
@@ -463,8 +465,9 @@ def test_a_value_the_user_also_holds_is_stored(base):
         y = rtx.leaky_relu(s, 0.1) * ts[2]
         o0 = _outputs(f)
         y.sum()
-        assert _outputs(f) - o0 == 2               # y and s
+        assert _outputs(f) - o0 == 1               # s (y is summed in the pass)
         assert not s._value.pending
+        assert y._value.pending
 
 
 def test_a_value_over_a_temporary_is_stored(base):
@@ -476,7 +479,7 @@ def test_a_value_over_a_temporary_is_stored(base):
         y = rtx.leaky_relu(a.reshape(N // 2, 2).reshape(N) + b, 0.1) * c
         o0 = _outputs(f)
         loss = y.sum()
-        assert _outputs(f) - o0 == 2               # y and a + b
+        assert _outputs(f) - o0 == 1               # a + b (y is summed in the pass)
         loss.backward()
     an, bn, cn = (t.numpy() for t in (a, b, c))
     s = an + bn
@@ -493,3 +496,117 @@ def test_saved_marks_count_the_tapes_references():
         # ctx.a, ctx.b and the two version entries
         assert s._value.saved == 4
         del y
+
+
+# ------------------------------------- a loss summed inside the pass that computes it
+def _sums(f):
+    return f.cache_info()["sums_fused"]
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chain", [_chain4, _chain8])
+def test_a_loss_sum_is_fused_into_its_chains_pass_with_the_unfused_bits(reduce, dtype, chain,
+                                                                        base):
+    ts = _leaves(dtype, n=3 * N + 17)
+    ref_loss = getattr(chain(*ts), reduce)()
+    ref_loss.backward()
+    ref = _grads(ts)
+    with rtx.fusion.enabled() as f:
+        s0, o0, n0 = _sums(f), _outputs(f), _calls(f)
+        loss = getattr(chain(*ts), reduce)()
+        assert (_sums(f) - s0, _calls(f) - n0, _outputs(f) - o0) == (1, 1, 0)
+        loss.backward()
+    assert loss.numpy().tobytes() == ref_loss.numpy().tobytes()
+    for g, want in zip(_grads(ts), ref, strict=True):
+        np.testing.assert_array_equal(g, want)
+
+
+def test_a_summed_value_read_later_is_computed_with_the_unfused_bits(base):
+    ts = _leaves(np.float32, rg=False)
+    want_y = _chain4(*ts).numpy()
+    with rtx.fusion.enabled() as f:
+        y = _chain4(*ts)
+        s = y.sum()
+        assert y._value.pending                     # not stored by the summing pass
+        n0 = _calls(f)
+        got_y = y.numpy()                           # one more pass computes it
+        assert _calls(f) - n0 == 1
+    np.testing.assert_array_equal(got_y, want_y)
+    assert s.numpy().tobytes() == np.add.reduce(want_y).tobytes()
+
+
+def test_a_write_after_the_sum_finishes_the_summed_value_first(base):
+    x0 = np.random.default_rng(5).standard_normal(N).astype(np.float32)
+    x = rtx.tensor(x0.copy())
+    with rtx.fusion.enabled():
+        y = x * 2.0 + 1.0
+        s = y.sum()
+        assert y._value.pending
+        with rtx.no_grad():
+            x.add_(1.0)                             # the write hook computes y first
+        want = x0 * np.float32(2.0) + np.float32(1.0)
+        np.testing.assert_array_equal(y.numpy(), want)
+        assert s.numpy().tobytes() == np.add.reduce(want).tobytes()
+
+
+def test_a_summed_value_the_tape_saved_is_stored_by_the_same_pass(base):
+    ts = _leaves(np.float32)
+    y = _chain4(*ts)
+    (y.sum() + (y * ts[0]).sum()).backward()
+    ref = _grads(ts)
+    with rtx.fusion.enabled() as f:
+        y = _chain4(*ts)
+        w = y * ts[0]                               # saves y for its backward
+        o0 = _outputs(f)
+        s = y.sum()
+        assert _outputs(f) - o0 == 1 and not y._value.pending
+        del y
+        (s + w.sum()).backward()
+    for g, want in zip(_grads(ts), ref, strict=True):
+        np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("kwargs", [dict(dim=0), dict(dim=(0, 1)), dict(keepdim=True)])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_other_sums_are_forwarded(kwargs, reduce, base):
+    x = rtx.tensor(np.random.default_rng(6).standard_normal((256, 129)).astype(np.float32))
+    want = getattr(x * 3.0 - 1.0, reduce)(**kwargs).numpy()
+    with rtx.fusion.enabled() as f:
+        s0 = _sums(f)
+        got = getattr(x * 3.0 - 1.0, reduce)(**kwargs).numpy()
+        assert _sums(f) == s0
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_inner_backend_with_its_own_sum_keeps_it():
+    class PairwiseNot(CPU):                         # a sum in another order
+        def sum(self, a, dim=None, keepdim=False):
+            return np.asarray(np.cumsum(a.reshape(-1))[-1] if dim is None else a.sum(dim))
+
+    fz = Fusion(PairwiseNot(), min_elements=0)
+    x = np.random.default_rng(7).standard_normal(N).astype(np.float32)
+    with rtx.use_backend(fz):
+        got = (rtx.tensor(x) * 2.0).sum().numpy()
+    assert fz.cache_info()["sums_fused"] == 0
+    assert got.tobytes() == np.cumsum(x * np.float32(2.0))[-1].tobytes()
+
+
+def test_a_summing_pass_the_kernel_refuses_falls_back_unfused(monkeypatch, base):
+    import rtx.fusion.backend as fusion_backend
+
+    real = fusion_backend.fused_eval
+
+    def no_sums(*args, **kwargs):
+        if kwargs.get("sum_out") is not None:
+            raise ValueError("fused_eval: refused (injected)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fusion_backend, "fused_eval", no_sums)
+    ts = _leaves(np.float32, rg=False)
+    want = _chain4(*ts).sum().numpy()
+    with rtx.fusion.enabled() as f:
+        u0 = f.cache_info()["unfused_fallbacks"]
+        got = _chain4(*ts).sum().numpy()
+        assert f.cache_info()["unfused_fallbacks"] == u0 + 1
+    assert got.tobytes() == want.tobytes()
