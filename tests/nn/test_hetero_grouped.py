@@ -249,3 +249,83 @@ def test_lazy_layers_group_from_the_first_call():
         outs[path] = [conv(x, ei)["item"].numpy() for _ in range(2)]
     for a, b in zip(outs["per-relation"], outs["grouped"], strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+# --------------------- one GEMM per wide input that several projections read
+def _wide(seed=0, f_item=40):
+    """Wide item features (f_item columns) that two projections read: the targets'
+    logits of the relations into items (a group of two) and the source projection
+    of the item -> user relation (a lone GATConv)."""
+    rng = np.random.default_rng(seed)
+    x = {"item": rtx.tensor(rng.standard_normal((9, f_item))),
+         "user": rtx.tensor(rng.standard_normal((6, 3)))}
+    ei = {("user", "buys", "item"): np.stack([rng.integers(0, 6, 14), rng.integers(0, 9, 14)]),
+          ("user", "likes", "item"): np.stack([rng.integers(0, 6, 10), rng.integers(0, 9, 10)]),
+          ("item", "rated_by", "user"): np.stack([rng.integers(0, 9, 12),
+                                                  rng.integers(0, 6, 12)])}
+    convs = {("user", "buys", "item"): GATConv((3, f_item), 2, heads=2, add_self_loops=False),
+             ("user", "likes", "item"): GATConv((3, f_item), 2, heads=2, add_self_loops=False),
+             ("item", "rated_by", "user"): GATConv((f_item, 3), 2, heads=2,
+                                                   add_self_loops=False)}
+    return x, ei, convs
+
+
+def _spy_shared(monkeypatch):
+    import rtx.nn.conv.hetero_conv as hetero_conv
+
+    seen = []
+    real = hetero_conv.shared_projections
+
+    def spy(groups):
+        out = real(groups)
+        seen.append(sorted(k[0] for k in out))
+        return out
+
+    monkeypatch.setattr(hetero_conv, "shared_projections", spy)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_projections_of_one_wide_input_share_one_gemm(dtype, monkeypatch):
+    seen = _spy_shared(monkeypatch)
+    res = {}
+    for path in ("per-relation", "grouped"):
+        rtx.manual_seed(0)                    # the same initial weights on each path
+        x, ei, convs = _wide(seed=1)
+        conv = HeteroConv(convs, path=path)
+        conv = conv.double() if dtype == "float64" else conv
+        xin = {k: v.to(getattr(rtx, dtype)).requires_grad_() for k, v in x.items()}
+        out = conv(xin, ei)
+        loss = (out["item"] * out["item"]).sum() + (out["user"] * out["user"]).sum()
+        loss.backward()
+        res[path] = ({k: v.numpy() for k, v in out.items()}, _grads(conv),
+                     {k: v.grad.numpy() for k, v in xin.items()})
+    assert seen == [["dst", "src"]]          # the grouped call shared the item GEMM
+    (oa, ga, xa), (ob, gb, xb) = res["per-relation"], res["grouped"]
+    for d in (("out", oa, ob), ("param", ga, gb), ("input", xa, xb)):
+        assert d[1].keys() == d[2].keys()
+        for k in d[1]:
+            np.testing.assert_allclose(d[2][k], d[1][k], err_msg=f"{d[0]} {k}", **TOL[dtype])
+
+
+def test_narrow_inputs_and_single_readers_are_not_shared(monkeypatch):
+    seen = _spy_shared(monkeypatch)
+    x, ei, convs = _wide(seed=2, f_item=10)   # 10 columns < 2 x (4 + 4) outputs
+    HeteroConv(convs)(x, ei)
+    x, ei = _tiny(seed=2)                     # no input read by two projections
+    HeteroConv(_convs())(x, ei)
+    assert seen == [[], []]
+
+
+def test_gradcheck_shared_projections(monkeypatch):
+    seen = _spy_shared(monkeypatch)
+    x, ei, convs = _wide(seed=3, f_item=24)
+    rtx.manual_seed(1)
+    conv = HeteroConv(convs).double()
+
+    def f(mod, a, b):
+        out = mod({"item": a, "user": b}, ei)
+        return rtx.concat([out["item"].reshape(-1), out["user"].reshape(-1)], 0)
+
+    assert gradcheck_module(conv, [x["item"], x["user"]], f)
+    assert seen and seen[0] == ["dst", "src"]

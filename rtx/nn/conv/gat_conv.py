@@ -34,7 +34,7 @@ from ..linear import Linear
 from ..module import Module
 from ..parameter import Parameter
 
-__all__ = ["GATConv", "attention_output", "gat_groupable", "gat_grouped"]
+__all__ = ["GATConv", "attention_output", "gat_groupable", "gat_grouped", "shared_projections"]
 
 
 def _glorot_(t: Tensor) -> None:
@@ -217,11 +217,15 @@ class GATConv(Module):
                                 p.x_dst, return_attention_weights)
 
     def _project(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index: Any,
-                 size: tuple[int, int] | None, target_logits: bool = True) -> _Projected:
+                 size: tuple[int, int] | None, target_logits: bool = True,
+                 hs: Tensor | None = None) -> _Projected:
         """The checked inputs and edges, the transformed sources and the attention
         logits per node and head: everything of ``forward`` before the edges'
         scores (shared with the grouped path, ``gat_grouped``, which computes the
-        targets' logits itself: ``target_logits=False`` leaves ``a_dst`` None)."""
+        targets' logits itself: ``target_logits=False`` leaves ``a_dst`` None).
+        ``hs``: the sources' projection ``x_src @ W_src.T`` ``[N_src, H*C]``
+        already computed (``shared_projections``), used when every source row
+        is transformed."""
         H, C = self.heads, self.out_channels
         self._materialize(x)
         in_src, in_dst = self._in_sizes()
@@ -255,18 +259,19 @@ class GATConv(Module):
             raise ValueError(f"GATConv: size={tuple(size)} does not match the input "
                              f"({n_src}, {n_dst})")
 
-        ei = self._edge_index(edge_index, n_src, n_dst)
-        # the edges attended over: self-loops cached on the plan (shared by every layer)
-        used = ei.with_self_loops() if self.add_self_loops else ei
+        ei, used = self._used_edges(edge_index, n_src, n_dst)
         # Messages come from the transformed sources only (W_dst x_dst enters just
         # through the attention logits).  Only the source rows the edges read are
         # transformed when that spares work (_compact: a sampled layer's sources
         # are often far more than its edges); mp holds the edges over those rows.
         mp, xs = used, x_src
-        if x_dst is not x_src and _compact(used, x_src.shape[1], H * C):
+        if not self._reads_all_sources(x_src, x_dst, used):
             rows, mp = used.compact_sources()
             xs = index_select(x_src, rows)
-        hs3 = (xs @ w_src.T).reshape(xs.shape[0], H, C)
+        if xs is x_src and hs is not None and tuple(hs.shape) == (n_src, H * C):
+            hs3 = hs.reshape(n_src, H, C)     # a column slice of shared_projections' GEMM
+        else:
+            hs3 = (xs @ w_src.T).reshape(xs.shape[0], H, C)
         # Attention logits per node and head, [N, H] (never per edge and channel):
         # <att, W x> from the transformed rows (head_dot: one pass over [N, H*C]) when
         # they are narrower than the input, else as x @ (att folded into W).T (one
@@ -279,6 +284,26 @@ class GATConv(Module):
             a_dst = (head_dot(hs3, self.att_dst.reshape(H, C)) if narrow and x_dst is x_src
                      else self._logits(x_dst, w_dst, self.att_dst))
         return _Projected(ei, used, mp, hs3, a_src, a_dst, x_dst, n_dst)
+
+    def _used_edges(self, edge_index: Any, n_src: int, n_dst: int
+                    ) -> tuple[EdgeIndex, EdgeIndex]:
+        """The checked edges and the edges attended over (self-loops added when
+        asked: cached on the plan, shared by every layer)."""
+        ei = self._edge_index(edge_index, n_src, n_dst)
+        return ei, (ei.with_self_loops() if self.add_self_loops else ei)
+
+    def _reads_all_sources(self, x_src: Tensor, x_dst: Tensor | None,
+                           used: EdgeIndex) -> bool:
+        """Whether every source row is transformed (not only those ``used`` reads:
+        ``_compact``)."""
+        return x_dst is x_src or not _compact(used, x_src.shape[1],
+                                               self.heads * self.out_channels)
+
+    def _src_weight(self) -> Tensor:
+        """The weight that transforms sources (``lin`` or ``lin_src``)."""
+        lin = self.lin if self.lin is not None else self.lin_src
+        assert lin is not None
+        return lin.weight
 
     def _dst_weight(self) -> Tensor:
         """The weight that transforms targets (``lin`` or ``lin_dst``)."""
@@ -407,7 +432,8 @@ def gat_groupable(convs: list[Module]) -> bool:
                for c in cast(list[GATConv], convs))
 
 
-def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Tensor:
+def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any],
+                shared: dict[tuple[str, int], Tensor] | None = None) -> Tensor:
     """``sum_r convs[r](inputs[r], edges[r])`` for relations into one target type,
     with the relations' attention computed as one (issue 22 item 1).  Each layer
     projects its sources and computes their logits as ``forward`` does; the
@@ -420,9 +446,13 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
     plus the summed biases.  The same result as the per-relation sum, to
     rounding (the sums run in another order).  When a relation has no target
     features or the dtypes differ, each layer finishes on its own and the
-    outputs are summed (the per-relation path)."""
+    outputs are summed (the per-relation path).  ``shared``: projections
+    already computed by ``shared_projections`` (one GEMM per input tensor that
+    several projections of the layer read), by ``("src", id(conv))`` and
+    ``("dst", id(convs[0]))``."""
+    shared = {} if shared is None else shared
     joint = _joint_targets(convs, inputs)
-    ps = [c._project(x, ei, None, target_logits=not joint)
+    ps = [c._project(x, ei, None, target_logits=not joint, hs=shared.get(("src", id(c))))
           for c, x, ei in zip(convs, inputs, edges, strict=True)]
     if len({p.hs3.dtype for p in ps}) != 1 or (not joint and any(p.a_dst is None for p in ps)):
         if joint:   # the targets' logits were left to the joint GEMM: each its own now
@@ -436,12 +466,12 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
     hs3 = concat([p.hs3 for p in ps], 0)
     a_src = concat([p.a_src for p in ps], 0)
     if joint:
-        x_dst = cast(Tensor, ps[0].x_dst)
-        F_in = x_dst.shape[1]
-        w = concat([c._dst_weight().reshape(1, H, C, F_in) for c in convs], 0)
-        att = concat([c.att_dst.reshape(1, H, C, 1) for c in convs], 0)
-        w_att = (w * att).sum(2).reshape(R * H, F_in)         # [R * H, F]
-        a_dst = (x_dst @ w_att.T).reshape(n_dst * R, H)      # row target * R + r
+        pre = shared.get(("dst", id(c0)))
+        if pre is not None and tuple(pre.shape) == (n_dst, R * H):
+            a_dst = pre.reshape(n_dst * R, H)                # row target * R + r
+        else:
+            x_dst = cast(Tensor, ps[0].x_dst)
+            a_dst = (x_dst @ _joint_att_weight(convs, x_dst.shape[1]).T).reshape(n_dst * R, H)
     else:
         a_dst = stack([cast(Tensor, p.a_dst) for p in ps], 1).reshape(n_dst * R, H)
     e = index_select(a_src, typed.edges.src) + index_select(a_dst, typed.segments)
@@ -452,6 +482,79 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any]) -> Te
     out = message_passing(hs3, typed.edges, n_dst, alpha).reshape(n_dst, H * C)
     if c0.bias is not None:
         out = out + sum((cast(Tensor, c.bias) for c in convs[1:]), c0.bias)
+    return out
+
+
+def _joint_att_weight(convs: list[GATConv], F_in: int) -> Tensor:
+    """The relations' target weights with their attention vectors folded in, side
+    by side: ``[R * H, F_in]`` (row ``r * H + h``: relation r, head h), so that
+    ``x_dst @ w.T`` gives every relation's target logits in one GEMM."""
+    H, C, R = convs[0].heads, convs[0].out_channels, len(convs)
+    w = concat([c._dst_weight().reshape(1, H, C, F_in) for c in convs], 0)
+    att = concat([c.att_dst.reshape(1, H, C, 1) for c in convs], 0)
+    return (w * att).sum(2).reshape(R * H, F_in)
+
+
+# An input read by several projections of a layer gets one GEMM when it is at
+# least this many times wider than all their outputs together: then reading it
+# (once instead of once per projection) is the GEMMs' cost; narrower inputs are
+# compute-bound and their projections run as before.
+SHARED_MIN_WIDTH_RATIO = 2
+
+
+def shared_projections(groups: list[tuple[list[GATConv], list[Any], list[Any]]]
+                       ) -> dict[tuple[str, int], Tensor]:
+    """The projections of one heterogeneous layer's grouped relations that read
+    the same input tensor, each input's as one GEMM (issue 22 item 1: its
+    weights side by side).  ``groups``: ``(convs, inputs, edges)`` of each
+    destination type that ``gat_grouped`` will compute.  A relation's source
+    projection ``x_src @ W_src.T`` is one (when every source row is
+    transformed), and so are the targets' logits of a group whose relations
+    share their target features (``x_dst @ _joint_att_weight(...).T``): both
+    read an input features tensor, and on a graph like DBLP's the paper
+    features (4,231 columns) are read by a projection of the paper-to-author
+    relation and by the logits of the relations into papers.  A group of one
+    ``GATConv`` (its layer then runs as ``conv._attend(conv._project(...,
+    hs=...))``, what its ``forward`` runs) offers its source projection only.
+    Inputs read by one projection, or narrow ones (``SHARED_MIN_WIDTH_RATIO``),
+    are left to the layers.  Returns ``{("src", id(conv)): [N_src, H*C],
+    ("dst", id(first conv of the group)): [N_dst, R*H]}``: column slices of
+    the one product."""
+    reqs: dict[int, list[tuple[tuple[str, int], Tensor]]] = {}
+    xs: dict[int, Tensor] = {}
+
+    def want(key: tuple[str, int], x: Any, w: Tensor) -> None:
+        if (isinstance(x, Tensor) and x.ndim == 2 and x.dtype == w.dtype
+                and x.shape[1] == w.shape[1]):
+            reqs.setdefault(id(x), []).append((key, w))
+            xs[id(x)] = x
+
+    for convs, inputs, edges in groups:
+        for c, x in zip(convs, inputs, strict=True):
+            c._materialize(x)
+        if len(convs) > 1 and _joint_targets(convs, inputs):
+            x_dst = inputs[0][1] if isinstance(inputs[0], (tuple, list)) else inputs[0]
+            want(("dst", id(convs[0])), x_dst, _joint_att_weight(convs, x_dst.shape[1]))
+        for c, x, ei in zip(convs, inputs, edges, strict=True):
+            x_src, x_dst = (x[0], x[1]) if isinstance(x, (tuple, list)) else (x, x)
+            if not isinstance(x_src, Tensor) or not isinstance(x_dst, Tensor):
+                continue
+            if x_dst is not x_src:
+                _, used = c._used_edges(ei, x_src.shape[0], x_dst.shape[0])
+                if not c._reads_all_sources(x_src, x_dst, used):
+                    continue
+            want(("src", id(c)), x_src, c._src_weight())
+    out: dict[tuple[str, int], Tensor] = {}
+    for k, rs in reqs.items():
+        x = xs[k]
+        cols = sum(w.shape[0] for _, w in rs)
+        if len(rs) < 2 or x.shape[1] < SHARED_MIN_WIDTH_RATIO * cols:
+            continue
+        y = x @ concat([w for _, w in rs], 0).T
+        a = 0
+        for key, w in rs:
+            out[key] = y[:, a:a + w.shape[0]]
+            a += w.shape[0]
     return out
 
 

@@ -11,7 +11,7 @@ from ...functional import concat, maximum, minimum
 from ...tensor import Tensor
 from ..containers import ModuleDict
 from ..module import Module
-from .gat_conv import GATConv, gat_groupable, gat_grouped
+from .gat_conv import GATConv, gat_groupable, gat_grouped, shared_projections
 
 __all__ = ["HeteroConv"]
 
@@ -47,8 +47,10 @@ class HeteroConv(Module):
     relation) as each layer does, one message-passing pass sums all their
     messages (``rtx.nn.conv.gat_conv.gat_grouped``).  The same outputs as
     ``path="per-relation"`` (each layer called, then summed) to rounding; those
-    sub-layers' forward hooks do not run on the grouped path.  ``forward``'s
-    ``path=`` overrides it for one call.
+    sub-layers' forward hooks do not run on the grouped path.  On that path the
+    projections that read one wide input run as one GEMM
+    (``rtx.nn.conv.gat_conv.shared_projections``).  ``forward``'s ``path=``
+    overrides it for one call.
     """
 
     def __init__(self, convs: Mapping[EdgeType, Module], aggr: str = "sum",
@@ -112,19 +114,41 @@ class HeteroConv(Module):
             kwargs = {k[:-5]: v[et] for k, v in kwargs_dict.items() if et in v}
             into.setdefault(dst, []).append((self.convs[key], x, edge_index_dict[et], kwargs))
         grouped = (path or self.path) == "grouped"
-        return {nt: self._relations_into(rels, grouped) for nt, rels in into.items()}
+        groups = {nt: rels for nt, rels in into.items() if grouped and self._groupable(rels)}
+        # the projections of the grouped relations (and of lone GATConvs) that read
+        # one input: one GEMM per input (shared_projections)
+        sharing = [rels for nt, rels in into.items()
+                   if nt in groups or (grouped and self._lone_gat(rels))]
+        shared = shared_projections([(cast(list[GATConv], [r[0] for r in rels]),
+                                      [r[1] for r in rels], [r[2] for r in rels])
+                                     for rels in sharing]) if sharing else {}
+        return {nt: self._relations_into(rels, nt in groups, shared)
+                for nt, rels in into.items()}
+
+    @staticmethod
+    def _lone_gat(rels: list[tuple[Module, Any, Any, dict[str, Any]]]) -> bool:
+        """One ``GATConv`` (not a subclass) into a node type, no extra arguments."""
+        return len(rels) == 1 and type(rels[0][0]) is GATConv and not rels[0][3]
+
+    def _groupable(self, rels: list[tuple[Module, Any, Any, dict[str, Any]]]) -> bool:
+        """Whether the relations into one node type take the grouped path: the sum
+        is asked for, no per-relation arguments, layers alike (``gat_groupable``)."""
+        return (self.aggr == "sum" and not any(r[3] for r in rels)
+                and gat_groupable([r[0] for r in rels]))
 
     def _relations_into(self, rels: list[tuple[Module, Any, Any, dict[str, Any]]],
-                        grouped: bool) -> Tensor:
+                        grouped: bool, shared: dict[tuple[str, int], Tensor]) -> Tensor:
         """The combined output of the relations into one node type: grouped
         (``gat_grouped``: one attention pass over all of them) when ``path``
-        allows it, the sum is asked for and the layers can be grouped; else each
-        layer on its own, then ``aggr``."""
-        convs = [r[0] for r in rels]
-        if (grouped and self.aggr == "sum" and not any(r[3] for r in rels)
-                and gat_groupable(convs)):
-            return gat_grouped(cast(list[GATConv], convs), [r[1] for r in rels],
-                               [r[2] for r in rels])
+        allows it and ``_groupable``; else each layer on its own, then ``aggr``."""
+        if grouped:
+            return gat_grouped(cast(list[GATConv], [r[0] for r in rels]),
+                               [r[1] for r in rels], [r[2] for r in rels], shared)
+        if self._lone_gat(rels) and ("src", id(rels[0][0])) in shared:
+            conv, x, ei, _ = rels[0]     # what GATConv.forward runs, its GEMM shared
+            gat = cast(GATConv, conv)
+            return cast(Tensor, gat._attend(gat._project(x, ei, None,
+                                                         hs=shared[("src", id(conv))])))
         return self._group([conv(x, ei, **kw) for conv, x, ei, kw in rels])
 
     def _group(self, xs: list[Tensor]) -> Tensor:
