@@ -309,9 +309,16 @@ def test_projections_of_one_wide_input_share_one_gemm(dtype, monkeypatch):
 
 
 def test_narrow_inputs_and_single_readers_are_not_shared(monkeypatch):
+    import rtx.nn.conv.gat_conv as gat_conv
+
     seen = _spy_shared(monkeypatch)
+    built = []                                # joint target weights built
+    real_joint = gat_conv._joint_att_weight
+    monkeypatch.setattr(gat_conv, "_joint_att_weight",
+                        lambda *a: built.append(1) or real_joint(*a))
     x, ei, convs = _wide(seed=2, f_item=10)   # 10 columns < 2 x (4 + 4) outputs
-    HeteroConv(convs)(x, ei)
+    HeteroConv(convs).double()(x, ei)         # (float64, as x: the targets' logits joint)
+    assert built == [1]                       # by the grouped attention only, not twice
     x, ei = _tiny(seed=2)                     # no input read by two projections
     HeteroConv(_convs())(x, ei)
     assert seen == [[], []]

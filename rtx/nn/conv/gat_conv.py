@@ -9,6 +9,8 @@ ever formed, so a layer's working memory is O(N*H*C + E*H).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -520,13 +522,15 @@ def shared_projections(groups: list[tuple[list[GATConv], list[Any], list[Any]]]
     are left to the layers.  Returns ``{("src", id(conv)): [N_src, H*C],
     ("dst", id(first conv of the group)): [N_dst, R*H]}``: column slices of
     the one product."""
-    reqs: dict[int, list[tuple[tuple[str, int], Tensor]]] = {}
+    # per input: (key, output columns, the weight: built only if shared)
+    reqs: dict[int, list[tuple[tuple[str, int], int, Callable[[], Tensor]]]] = {}
     xs: dict[int, Tensor] = {}
 
-    def want(key: tuple[str, int], x: Any, w: Tensor) -> None:
-        if (isinstance(x, Tensor) and x.ndim == 2 and x.dtype == w.dtype
-                and x.shape[1] == w.shape[1]):
-            reqs.setdefault(id(x), []).append((key, w))
+    def want(key: tuple[str, int], x: Any, cols: int, f_in: int, dtype: Any,
+             weight: Callable[[], Tensor]) -> None:
+        if (isinstance(x, Tensor) and x.ndim == 2 and x.dtype == dtype
+                and x.shape[1] == f_in):
+            reqs.setdefault(id(x), []).append((key, cols, weight))
             xs[id(x)] = x
 
     for convs, inputs, edges in groups:
@@ -534,7 +538,9 @@ def shared_projections(groups: list[tuple[list[GATConv], list[Any], list[Any]]]
             c._materialize(x)
         if len(convs) > 1 and _joint_targets(convs, inputs):
             x_dst = inputs[0][1] if isinstance(inputs[0], (tuple, list)) else inputs[0]
-            want(("dst", id(convs[0])), x_dst, _joint_att_weight(convs, x_dst.shape[1]))
+            w_dst = convs[0]._dst_weight()
+            want(("dst", id(convs[0])), x_dst, len(convs) * convs[0].heads, w_dst.shape[1],
+                 w_dst.dtype, partial(_joint_att_weight, convs, w_dst.shape[1]))
         for c, x, ei in zip(convs, inputs, edges, strict=True):
             x_src, x_dst = (x[0], x[1]) if isinstance(x, (tuple, list)) else (x, x)
             if not isinstance(x_src, Tensor) or not isinstance(x_dst, Tensor):
@@ -543,18 +549,20 @@ def shared_projections(groups: list[tuple[list[GATConv], list[Any], list[Any]]]
                 _, used = c._used_edges(ei, x_src.shape[0], x_dst.shape[0])
                 if not c._reads_all_sources(x_src, x_dst, used):
                     continue
-            want(("src", id(c)), x_src, c._src_weight())
+            w_src = c._src_weight()
+            want(("src", id(c)), x_src, w_src.shape[0], w_src.shape[1], w_src.dtype,
+                 c._src_weight)
     out: dict[tuple[str, int], Tensor] = {}
     for k, rs in reqs.items():
         x = xs[k]
-        cols = sum(w.shape[0] for _, w in rs)
+        cols = sum(n for _, n, _ in rs)
         if len(rs) < 2 or x.shape[1] < SHARED_MIN_WIDTH_RATIO * cols:
             continue
-        y = x @ concat([w for _, w in rs], 0).T
+        y = x @ concat([weight() for _, _, weight in rs], 0).T
         a = 0
-        for key, w in rs:
-            out[key] = y[:, a:a + w.shape[0]]
-            a += w.shape[0]
+        for key, n, _ in rs:
+            out[key] = y[:, a:a + n]
+            a += n
     return out
 
 
