@@ -58,12 +58,59 @@ cdef extern from *:
         for (; i < m; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
     }
     static inline void rtx_store_fence(void) { _mm_sfence(); }
+    /* One head's eight lane sums of _dot (lane l: j = l, l + 8, ... in increasing
+       j, each p = p + a*b from p = 0), added pairwise: (p0+p1, p2+p3, p4+p5, p6+p7).
+       c a multiple of 8. */
+    static inline __m128 rtx__dot_pairs(const float* a, const float* b, Py_ssize_t c) {
+        __m128 lo = _mm_setzero_ps(), hi = _mm_setzero_ps();
+        Py_ssize_t j;
+        for (j = 0; j < c; j += 8) {
+            lo = _mm_add_ps(lo, _mm_mul_ps(_mm_loadu_ps(a + j), _mm_loadu_ps(b + j)));
+            hi = _mm_add_ps(hi, _mm_mul_ps(_mm_loadu_ps(a + j + 4), _mm_loadu_ps(b + j + 4)));
+        }
+        return _mm_add_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    /* out[h] = _dot(a + h*c, b + h*c, c) for h < nh, bitwise (the same products and
+       the same additions: ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7))), four heads at a
+       time: their final additions run as two vector adds, where _dot spends a
+       chain of scalar shuffles and adds per head.  c a multiple of 8. */
+    #define RTX_HAVE_DOT_HEADS 1
+    static inline void rtx_dot_heads_f32(const float* a, const float* b, Py_ssize_t nh,
+                                         Py_ssize_t c, float* out) {
+        Py_ssize_t h, k;
+        for (h = 0; h < nh; h += 4) {
+            __m128 q[4], s01, s23, r;
+            float tmp[4];
+            for (k = 0; k < 4; k++)
+                q[k] = h + k < nh ? rtx__dot_pairs(a + (h + k) * c, b + (h + k) * c, c)
+                                  : _mm_setzero_ps();
+            /* (q0[0]+q0[1], q0[2]+q0[3], q1[0]+q1[1], q1[2]+q1[3]), then 2 and 3 */
+            s01 = _mm_add_ps(_mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+            s23 = _mm_add_ps(_mm_shuffle_ps(q[2], q[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm_shuffle_ps(q[2], q[3], _MM_SHUFFLE(3, 1, 3, 1)));
+            r = _mm_add_ps(_mm_shuffle_ps(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+            if (h + 4 <= nh) {
+                _mm_storeu_ps(out + h, r);
+            } else {
+                _mm_storeu_ps(tmp, r);
+                for (k = 0; h + k < nh; k++) out[h + k] = tmp[k];
+            }
+        }
+    }
     #else
     #define RTX_HAVE_STREAM 0
     static inline void rtx_stream_copy(void* dst, const void* src, size_t n) {
         memcpy(dst, src, n);
     }
     static inline void rtx_store_fence(void) {}
+    #define RTX_HAVE_DOT_HEADS 0
+    static inline void rtx_dot_heads_f32(const float* a, const float* b, Py_ssize_t nh,
+                                         Py_ssize_t c, float* out) {
+        (void)a; (void)b; (void)nh; (void)c; (void)out;   /* never called: flag is 0 */
+    }
     #endif
     """
     void rtx_prefetch(const void* p) noexcept nogil
@@ -72,6 +119,9 @@ cdef extern from *:
     int RTX_HAVE_STREAM
     void rtx_stream_copy(void* dst, const void* src, size_t n) noexcept nogil
     void rtx_store_fence() noexcept nogil
+    int RTX_HAVE_DOT_HEADS
+    void rtx_dot_heads_f32(const float* a, const float* b, Py_ssize_t nh, Py_ssize_t c,
+                           float* out) noexcept nogil
 
 
 cdef inline int _clamp_threads(int num_threads) noexcept nogil:
@@ -131,6 +181,20 @@ cdef inline real _dot(const real* a, const real* b, Py_ssize_t n) noexcept nogil
     for j in range(m, n):
         s = s + a[j] * b[j]
     return s
+
+
+cdef inline void _dot_heads(const real* a, const real* b, Py_ssize_t H, Py_ssize_t C,
+                            real* out) noexcept nogil:
+    """out[h] = _dot(a + h*C, b + h*C, C) for h < H, bitwise: float32 rows whose
+    head width is a multiple of 8 take rtx_dot_heads_f32 (SSE2; the per-head
+    horizontal additions of four heads as vector adds), the rest _dot per head."""
+    cdef Py_ssize_t h
+    if real is float:
+        if RTX_HAVE_DOT_HEADS and C % 8 == 0:
+            rtx_dot_heads_f32(a, b, H, C, out)
+            return
+    for h in range(H):
+        out[h] = _dot(a + h * C, b + h * C, C)
 
 
 cdef inline void _axpy_row(real* dst, real a, const real* src, Py_ssize_t F) noexcept nogil:

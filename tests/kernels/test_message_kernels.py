@@ -1,0 +1,90 @@
+"""The message-passing kernels' per-head dot products (``rtx/_message.pxi``).
+
+``sddmm_dot`` and ``message_backward_csr``'s ``grad_weight`` compute
+``<g[dst[e], h-block], x[src[e], h-block]>`` in one fixed order (``_dot`` of
+``rtx/_common.pxi``: eight lane sums, lane l taking j = l, l + 8, ... from
+``p = 0``, added as ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)), then the tail); float32
+rows whose head width is a multiple of 8 take ``rtx_dot_heads_f32`` (four heads'
+final additions as vector adds).  Both must give exactly the bits of that order,
+written out here in numpy (each step rounded to the dtype, as C does without
+contraction), for every head count (the groups of four and the rest) and width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import bits
+
+from rtx import _kernels
+
+
+def ref_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``_dot``'s order over the last axis, in the arrays' dtype."""
+    n = a.shape[-1]
+    m = n - n % 8
+    zero = np.zeros(a.shape[:-1], a.dtype)
+    p = [zero.copy() for _ in range(8)]
+    for j in range(0, m, 8):
+        for lane in range(8):
+            p[lane] = p[lane] + a[..., j + lane] * b[..., j + lane]
+    s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]))
+    for j in range(m, n):
+        s = s + a[..., j] * b[..., j]
+    return s
+
+
+def _case(rng, dtype, H, C, N=37, E=400, zeros=False):
+    x = rng.standard_normal((N, H * C)).astype(dtype)
+    g = rng.standard_normal((N, H * C)).astype(dtype)
+    if zeros:
+        # products of -0.0 and +0.0: _dot starts each lane at +0.0, so a lane of
+        # only -0.0 products sums to +0.0 (a kernel that skipped the start value
+        # would give -0.0)
+        x[:, : H * C // 2] = -0.0
+        g[:, : H * C // 2] = 0.0
+        x[::3] *= 1e-30          # tiny products too
+    src = rng.integers(0, N, E)
+    dst = rng.integers(0, N, E)
+    return x, g, src, dst
+
+
+def _expected(x, g, src, dst, H, C):
+    E = len(src)
+    return ref_dot(g[dst].reshape(E, H, C), x[src].reshape(E, H, C))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("H", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("C", [1, 5, 8, 16, 24, 40])
+@pytest.mark.parametrize("zeros", [False, True], ids=["random", "signed-zeros"])
+def test_sddmm_dot_bitwise(dtype, H, C, zeros):
+    rng = np.random.default_rng(H * 100 + C)
+    x, g, src, dst = _case(rng, dtype, H, C, zeros=zeros)
+    out = np.empty((len(src), H), dtype)
+    for T in (1, 2):
+        _kernels.sddmm_dot(g, x, src, dst, out, T)
+        np.testing.assert_array_equal(bits(out), bits(_expected(x, g, src, dst, H, C)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 5), (8, 24)])
+def test_message_backward_weight_grad_bitwise(dtype, H, C):
+    """The fused backward's grad_weight is sddmm_dot's bits (and _dot's order);
+    its grad_x is the transpose message pass's."""
+    rng = np.random.default_rng(7 + H + C)
+    N, E = 50, 600
+    x, g, src, dst = _case(rng, dtype, H, C, N=N, E=E)
+    w = rng.standard_normal((E, H)).astype(dtype)
+    gx = np.empty_like(x)
+    gw = np.empty((E, H), dtype)
+    order = np.argsort(src, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=N))]).astype(np.int64)
+    _kernels.message_backward_csr(g, x, dst, w, True, True, order.astype(np.int64), ptr,
+                                  gx, gw, H, 2)
+    np.testing.assert_array_equal(bits(gw), bits(_expected(x, g, src, dst, H, C)))
+    ref_gx = np.zeros_like(x)
+    np.add.at(ref_gx.reshape(N, H, C), src,
+              w[:, :, None] * g[dst].reshape(E, H, C))
+    np.testing.assert_allclose(gx, ref_gx, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
