@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,15 @@ from ._alloc import empty, own
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+# Float arithmetic on at least THREADED_MIN elements (1 MiB of float32) runs as
+# one pass of the fused evaluator on rtx's threads, where numpy's ufunc runs on
+# one: the same IEEE operation per element (broadcast as numpy does), so the
+# same bits.  Smaller arrays stay in numpy (in cache, its loop is faster than
+# starting the threads: 65,536 float32 adds 7.8 us against 15.4).
+_THREADED = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.true_divide: "div"}
+THREADED_MIN = 1 << 18
 
 
 def pair_dtype(a: Any, b: Any) -> np.dtype:
@@ -44,6 +54,11 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     dt = pair_dtype(a, b)
     if ufunc is np.true_divide:
         dt = float_type(dt)
+    if (type(a) is _ndarray and type(b) is _ndarray and a.dtype == dt and b.dtype == dt
+            and dt in _FLOATS and ufunc in _THREADED and prod(shape) >= THREADED_MIN):
+        threads = get_num_threads()
+        if threads > 1:
+            return evaluate(_THREADED[ufunc], (a, b), None, empty, threads)
     out = empty(shape, dt)
     if (type(a) is _ndarray and a.dtype != dt) or (type(b) is _ndarray and b.dtype != dt):
         ufunc(a, b, out=out, dtype=dt)   # promoted: computed in the result dtype
