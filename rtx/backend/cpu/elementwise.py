@@ -42,9 +42,16 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     """``ufunc(a, b)`` into a new owned array: numpy's broadcasting, PyTorch's
     result dtype (``rtx._dtypes.result_type``; true division: ``float_type`` of
     it), computed in that dtype; ``out_dtype`` (comparisons: bool) overrides it."""
+    big = False      # two arrays whose result has THREADED_MIN elements or more
     if type(a) is _ndarray:
-        shape = (a.shape if type(b) is not _ndarray or a.shape == b.shape
-                 else np.broadcast_shapes(a.shape, b.shape))
+        if type(b) is not _ndarray:
+            shape = a.shape
+        elif a.shape == b.shape:
+            shape = a.shape
+            big = a.size >= THREADED_MIN
+        else:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+            big = prod(shape) >= THREADED_MIN
     else:
         shape = b.shape
     if out_dtype is not None:
@@ -54,8 +61,7 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     dt = pair_dtype(a, b)
     if ufunc is np.true_divide:
         dt = float_type(dt)
-    if (type(a) is _ndarray and type(b) is _ndarray and a.dtype == dt and b.dtype == dt
-            and dt in _FLOATS and ufunc in _THREADED and prod(shape) >= THREADED_MIN):
+    if big and a.dtype == dt and b.dtype == dt and dt in _FLOATS and ufunc in _THREADED:
         threads = get_num_threads()
         if threads > 1:
             return evaluate(_THREADED[ufunc], (a, b), None, empty, threads)
