@@ -70,8 +70,8 @@ def test_sddmm_dot_bitwise(dtype, H, C, zeros):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 5), (8, 24)])
 def test_message_backward_weight_grad_bitwise(dtype, H, C):
-    """The fused backward's grad_weight is sddmm_dot's bits (and _dot's order);
-    its grad_x is the transpose message pass's."""
+    """The fused backward's grad_weight has _dot's order's bits (sddmm_dot's);
+    its grad_x matches numpy's scatter of w * g[dst] to the sources."""
     rng = np.random.default_rng(7 + H + C)
     N, E = 50, 600
     x, g, src, dst = _case(rng, dtype, H, C, N=N, E=E)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._dtypes import float_type, result_type
 from ..._threads import get_num_threads
 from .._program import evaluate
@@ -14,7 +15,6 @@ from ._alloc import empty, own
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Float arithmetic on at least THREADED_MIN elements (1 MiB of float32) runs as
 # one pass of the fused evaluator on rtx's threads, where numpy's ufunc runs on
@@ -61,7 +61,7 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     dt = pair_dtype(a, b)
     if ufunc is np.true_divide:
         dt = float_type(dt)
-    if big and a.dtype == dt and b.dtype == dt and dt in _FLOATS and ufunc in _THREADED:
+    if big and a.dtype == dt and b.dtype == dt and dt in _KERNEL_DTYPES and ufunc in _THREADED:
         threads = get_num_threads()
         if threads > 1:
             return evaluate(_THREADED[ufunc], (a, b), None, empty, threads)
