@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import narrow_available, narrow_tn
+
 # Below this many multiply-adds OpenBLAS runs on the calling thread anyway
 # (its GEMM_MULTITHREAD_THRESHOLD), so no scope is needed.
 BLAS_THREADED_MIN = 1 << 16
@@ -165,6 +167,11 @@ def matmul_2d(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
     if m * k * n < BLAS_THREADED_MIN:
         np.matmul(a, b, out=out)
         return
+    if _narrow(a, b, out, m, k, n):
+        inner = _pieces(k, MIN_INNER) if m * k * n >= SPLIT_MIN else []
+        bounds = np.array([0] + [k1 for _, k1 in inner] if inner else [0, k], np.int64)
+        narrow_tn(a.T, b, bounds, out, threads)
+        return
     with SINGLE_THREADED_BLAS:
         rows = _pieces(m, MIN_ROWS) if m * k * n >= SPLIT_MIN else []
         inner = [] if rows or m * k * n < SPLIT_MIN else _pieces(k, MIN_INNER)
@@ -180,6 +187,38 @@ def matmul_2d(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
         if inner:
             for p in parts[1:]:
                 np.add(out, p, out=out)
+
+
+# ``x.T @ g`` with few columns in g (a projection onto a few columns: a GAT layer's
+# attention logits, whose weight gradient is ``[N, F].T @ [N, heads]``) runs in
+# rtx's narrow kernel (rtx/_narrow.pxi) instead of BLAS, where it wins (measured
+# on 2 threads, ms rtx / BLAS split, float32: [100000, 64].T @ [100000, n]:
+# n = 2 0.69 / 2.30, n = 4 0.87 / 2.40, n = 8 1.39 / 1.28; [100000, 16], n = 8:
+# 0.27 / 0.81; [20000, 1000], n = 1: 1.97 / 1.31; float64 alike): g of 2 to 4
+# columns, one column and at most NARROW_ONE_COLS rows of x.T, or up to 8
+# columns and at most NARROW_WIDE_COLS rows.  K is cut into the BLAS split's
+# pieces and their partials summed in order, so the bits depend on shapes alone.
+NARROW_ONE_COLS = 512
+NARROW_WIDE_COLS = 32
+_NARROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_HAVE_NARROW = narrow_available()
+
+
+def _narrow(a: np.ndarray, b: np.ndarray, out: np.ndarray, m: int, k: int, n: int) -> bool:
+    """Whether ``a @ b`` takes the narrow kernel: ``a`` is ``x.T`` with x's rows
+    contiguous, ``b``'s rows contiguous, one float dtype, a long inner dimension
+    and few columns in ``b`` (above)."""
+    if not _HAVE_NARROW or k < MIN_INNER or not (
+            2 <= n <= 4 or (n == 1 and m <= NARROW_ONE_COLS)
+            or (n <= 8 and m <= NARROW_WIDE_COLS)):
+        return False
+    dt = a.dtype
+    if dt not in _NARROW_DTYPES or b.dtype != dt or out.dtype != dt:
+        return False
+    isz = dt.itemsize
+    sa, sb = a.strides, b.strides
+    return (sa[0] == isz and sb[1] == isz and sa[1] >= 0 and sb[0] >= 0
+            and sa[1] % isz == 0 and sb[0] % isz == 0 and out.flags.c_contiguous)
 
 
 def _run(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]], threads: int) -> None:
