@@ -241,13 +241,14 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
             d[i] = _sel(keep, x, y)
     elif op == FX_ELU:
         # x > 0: x; else alpha * expm1(x) (x <= 0 or NaN there; float: the
-        # vectorised expm1f above, double: libm)
+        # vectorised expm1f in _vmath.pxi, in its AVX2 copy where the CPU has
+        # AVX2; double: libm)
+        if real is float:
+            rtx_elu_block_f32(d, a, k, n)
+            return
         for i in range(n):
             x = a[i]
-            if real is float:
-                y = k * rtx_expm1f_neg(x)
-            else:
-                y = k * expm1(x)
+            y = k * expm1(x)
             keep = x > 0
             d[i] = _sel(keep, x, y)
 

@@ -98,19 +98,36 @@ cdef extern from *:
         y = rtx_self(x <= hi, y, (float)INFINITY);
         return rtx_self(x != x, x, y);
     }
-    /* x[i] = rtx_expf(x[i]) over a block.  On x86-64 gcc also builds an AVX2 copy
-       (8 lanes instead of SSE2's 4), picked at load time by the CPU (an ifunc);
-       AVX2 without FMA, so no contraction: the same operations, the same bits. */
+    /* RTX_AVX2_CLONES before a function: on x86-64 gcc also builds an AVX2 copy
+       of it (8 float lanes instead of SSE2's 4), picked at load time by the CPU
+       (an ifunc); AVX2 without FMA, so no contraction: the same operations, the
+       same bits.  (Not under ASan, whose instrumentation the ifunc resolver runs
+       before.) */
     #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
         && !defined(__SANITIZE_ADDRESS__)
-    __attribute__((target_clones("avx2", "default")))
+    #define RTX_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define RTX_AVX2_CLONES
     #endif
+    /* x[i] = rtx_expf(x[i]) over a block */
+    RTX_AVX2_CLONES
     static void rtx_expf_block(float* x, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++)
             x[i] = rtx_expf(x[i]);
     }
+    /* d[i] = elu(a[i]) = a[i] > 0 ? a[i] : alpha * expm1(a[i]) over a block (NaN:
+       alpha * NaN, a NaN); the fused evaluator's float ELU */
+    RTX_AVX2_CLONES
+    static void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float x = a[i];
+            float y = alpha * rtx_expm1f_neg(x);
+            d[i] = rtx_self(x > 0, x, y);
+        }
+    }
     """
     void rtx_expf_block(float* x, Py_ssize_t n) noexcept nogil
+    void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil
     double rtx_seld(int keep, double x, double y) noexcept nogil
     float rtx_expm1f_neg(float x) noexcept nogil
