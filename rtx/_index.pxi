@@ -439,3 +439,85 @@ def scatter_add_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64
         rc = _csr_reduce_parallel(sp, pp, &ptr[0], N, F, &out[0, 0], T, CSR_DYNAMIC)
     if rc != 0:
         raise MemoryError("scatter_add_csr: out of memory")
+
+
+# ------------------------------------------------------------ block concatenation
+# ``concat`` along dim 0 of C-contiguous arrays (and any concat whose leading
+# dims are all 1): the output is the inputs' bytes one after another.  numpy
+# copies them on one thread; this splits the output's bytes into equal chunks
+# handed out to rtx's threads (each chunk one or more memcpy).  Below
+# CONCAT_PARALLEL_MIN bytes, one thread (the team's start costs more).
+cdef Py_ssize_t CONCAT_PARALLEL_MIN = 1 << 20
+cdef enum:
+    CONCAT_CHUNK = 1 << 20      # bytes per parallel work item
+
+
+def concat_bytes(list srcs, unsigned char[::1] out not None, int num_threads):
+    #: srcs: list[npt.NDArray[np.uint8]]
+    """``out[:] = b"".join(srcs)``: each source a 1-D uint8 array (a byte view of
+    a C-contiguous array), their lengths summing to ``len(out)``; the copy split
+    over ``num_threads`` threads when it is large enough.  ``out`` must not
+    overlap a source."""
+    cdef Py_ssize_t n = len(srcs)
+    cdef Py_ssize_t total = out.shape[0]
+    cdef Py_ssize_t i, c, nchunks, lo, hi, s0
+    cdef const unsigned char[::1] v
+    cdef int T
+    cdef const unsigned char** ptrs
+    cdef Py_ssize_t* starts
+    views = []
+    s0 = 0
+    for i in range(n):
+        if srcs[i] is None:
+            raise TypeError("concat_bytes: a source is None")
+        v = srcs[i]            # TypeError unless a 1-D contiguous byte buffer
+        views.append(v)        # (held: the buffers stay exported, so unresized)
+        s0 += v.shape[0]
+    if s0 != total:
+        raise ValueError(f"concat_bytes: the sources hold {s0} bytes, out {total}")
+    if total == 0:
+        return
+    ptrs = <const unsigned char**>malloc(<size_t>(n if n > 0 else 1) * sizeof(void*))
+    starts = <Py_ssize_t*>malloc(<size_t>(n + 1) * sizeof(Py_ssize_t))
+    if ptrs == NULL or starts == NULL:
+        free(ptrs)
+        free(starts)
+        raise MemoryError("concat_bytes: out of memory")
+    s0 = 0
+    for i in range(n):
+        v = views[i]
+        starts[i] = s0
+        ptrs[i] = &v[0] if v.shape[0] > 0 else NULL
+        s0 += v.shape[0]
+    starts[n] = s0
+    nchunks = (total + CONCAT_CHUNK - 1) // CONCAT_CHUNK
+    T = 1 if total < CONCAT_PARALLEL_MIN else _team_size(_clamp_threads(num_threads), nchunks)
+    _reset_seen()
+    with nogil:
+        for c in prange(nchunks, num_threads=T, schedule="dynamic", chunksize=1):
+            _mark_seen()
+            lo = c * CONCAT_CHUNK
+            hi = lo + CONCAT_CHUNK if lo + CONCAT_CHUNK < total else total
+            _concat_range(ptrs, starts, n, &out[0], lo, hi)
+    free(ptrs)
+    free(starts)
+
+
+cdef void _concat_range(const unsigned char** ptrs, const Py_ssize_t* starts, Py_ssize_t n,
+                        unsigned char* out, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Output bytes [lo, hi) from the sources that cover them (starts ascending)."""
+    cdef Py_ssize_t i = 0, a, b
+    cdef Py_ssize_t j = n
+    # the last source starting at or before lo (binary search)
+    while j - i > 1:
+        b = (i + j) // 2
+        if starts[b] <= lo:
+            i = b
+        else:
+            j = b
+    while i < n and starts[i] < hi:
+        a = starts[i] if starts[i] > lo else lo
+        b = starts[i + 1] if starts[i + 1] < hi else hi
+        if b > a:
+            memcpy(out + a, ptrs[i] + (a - starts[i]), <size_t>(b - a))
+        i += 1

@@ -110,6 +110,9 @@ def scatter_add_rows(
     src: _Real, idx: _Index, out: _Real, num_threads: int, strategy: int = 0
 ) -> None: ...
 def scatter_add_csr(src: _Real, perm: _I64, ptr: _I64, out: _Real, num_threads: int) -> None: ...
+def concat_bytes(
+    srcs: list[npt.NDArray[np.uint8]], out: npt.NDArray[np.uint8], num_threads: int
+) -> None: ...
 
 # --------------------------------------------------------------- _segment.pxi
 def segment_softmax_csr(

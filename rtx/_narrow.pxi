@@ -14,8 +14,9 @@
 #
 # Inside a piece, rows come in blocks of NARROW_ROWS (their x rows stay in cache)
 # and columns of x in tiles of 8 (one 32-byte vector: GCC's vector extensions,
-# two SSE registers on baseline x86-64, one AVX2 register in the clone GCC builds
-# next to it, picked at load time; no FMA in either, so the same bits).  The
+# two SSE registers on baseline x86-64, one AVX2 register in the copy GCC builds
+# next to it, picked at load time: _vmath.pxi's RTX_AVX2_CLONES; no FMA in
+# either, so the same bits).  The
 # accumulators of a tile live in registers across a block's rows and in a
 # private buffer between blocks; a last tile narrower than 8 runs one value at a
 # time (the same operations per entry).
@@ -38,12 +39,6 @@ cdef extern from *:
     #define RTX_HAVE_NARROW 1
     #else
     #define RTX_HAVE_NARROW 0
-    #endif
-    #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \\
-        && !defined(__SANITIZE_ADDRESS__)
-    #define RTX_NARROW_CLONES __attribute__((target_clones("avx2", "default")))
-    #else
-    #define RTX_NARROW_CLONES
     #endif
 
     #if RTX_HAVE_NARROW
@@ -68,7 +63,7 @@ cdef extern from *:
         }
 
     #define RTX_NARROW_PIECE(NAME, T, V)                                            \\
-    RTX_NARROW_CLONES                                                               \\
+    RTX_AVX2_CLONES                                                               \\
     static void NAME(const T* x, Py_ssize_t ldx, const T* g, Py_ssize_t ldg,        \\
                      Py_ssize_t i_lo, Py_ssize_t i_hi, Py_ssize_t F, int n,         \\
                      T* accbuf, T* out) {                                           \\
@@ -159,8 +154,8 @@ def narrow_available():
     return bool(RTX_HAVE_NARROW)
 
 
-def narrow_tn(const real[:, :] x, const real[:, :] g, const int64_t[::1] bounds,
-              real[:, ::1] out, int num_threads):
+def narrow_tn(const real[:, :] x not None, const real[:, :] g not None,
+              const int64_t[::1] bounds not None, real[:, ::1] out not None, int num_threads):
     """``out = x.T @ g`` for ``x`` [K, F] and ``g`` [K, n], ``n <= 8``, both with
     contiguous rows (any row stride): the partial product of each piece of rows
     ``[bounds[p], bounds[p + 1])`` (``bounds`` ascending from 0 to K; at most 64

@@ -181,6 +181,13 @@ def test_empty_inner_dimension_gives_zeros():
     _call(np.zeros((5, 0), np.float32), np.zeros((5, 3), np.float32), [0, 5], out32)
 
 
+def test_none_is_refused():
+    x, g, b, o = np.zeros((10, 4)), np.zeros((10, 3)), np.array([0, 10]), np.zeros((4, 3))
+    for args in [(None, g, b, o), (x, None, b, o), (x, g, None, o), (x, g, b, None)]:
+        with pytest.raises(TypeError):
+            _kernels.narrow_tn(*args, 2)
+
+
 def test_the_dtype_must_agree():
     with pytest.raises((TypeError, ValueError)):
         _call(np.zeros((10, 4)), np.zeros((10, 3), np.float32), [0, 10], np.zeros((4, 3)))
