@@ -6,8 +6,11 @@ from typing import Any
 
 import numpy as np
 
+from ..._dtypes import FLOAT_DTYPES
+from ..._kernels import inplace_arith
+from ..._threads import get_num_threads
 from ._alloc import empty
-from .elementwise import pair_dtype
+from .elementwise import THREADED_MIN, pair_dtype
 
 
 def _overlaps_itself(a: np.ndarray) -> bool:
@@ -54,6 +57,14 @@ class CpuCreation:
                 raise ValueError(
                     f"in-place {op}: operand of shape {np.shape(src)} cannot update {dst.shape}"
                 )
+            if (type(src) is np.ndarray and dst.size >= THREADED_MIN
+                    and src.shape == dst.shape and src.dtype == dst.dtype
+                    and dst.dtype in FLOAT_DTYPES and dst.flags.c_contiguous
+                    and src.flags.c_contiguous and not np.may_share_memory(dst, src)):
+                threads = get_num_threads()
+                if threads > 1:   # the same IEEE operation per element: numpy's bits
+                    inplace_arith(op, dst.reshape(-1), src.reshape(-1), threads)
+                    return dst
             if type(src) is np.ndarray and src.dtype != dst.dtype:
                 # computed in PyTorch's result dtype, then cast into dst (numpy would
                 # compute a float32 tensor times a float64 0-d array in float64)

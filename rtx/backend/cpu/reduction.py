@@ -6,9 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from ..._dtypes import float_type
+from ..._dtypes import FLOAT_DTYPES, float_type
+from ..._kernels import sum_rows
+from ..._threads import get_num_threads
 from ..reduction import Dim
 from ._alloc import empty, own
+
+# A float sum over dim 0 of a C-contiguous array of at least SUM_ROWS_MIN
+# elements and at most SUM_ROWS_MAX_COLS columns (the product of the other dims)
+# runs in ``sum_rows`` (rtx/_dense.pxi): numpy's bits (one running sum per column
+# from +0, rows in order), the columns split over rtx's threads in 64-byte blocks.
+# numpy's axis-0 loop pays per row: 3.2M float32 elements, 2 threads, ms rtx /
+# numpy: 4 columns 1.6 / 9.0, 16 0.5 / 3.2, 32 0.7 / 1.9, 64 1.0 / 1.0, 96 1.1 /
+# 0.8 (numpy keeps the wider ones); the wide 100k HetGAT epoch's bias gradients,
+# (100000, 64): 3.05 -> 1.7 ms per call.
+SUM_ROWS_MIN = 1 << 16
+SUM_ROWS_MAX_COLS = 64
 
 
 def _norm_dims(dim: Dim, ndim: int) -> tuple[int, ...]:
@@ -43,9 +56,26 @@ def _reduce(fn: Any, a: np.ndarray, dim: Dim, keepdim: bool, dt: Any = None) -> 
     return out
 
 
+def _sum_dim0(a: np.ndarray, dim: Dim, keepdim: bool) -> np.ndarray | None:
+    """``a.sum(0)`` by ``sum_rows``, or None when this is not that case (another
+    dim, a layout or dtype numpy keeps, more columns than SUM_ROWS_MAX_COLS)."""
+    if not (dim == 0 or dim == (0,) or dim == -a.ndim or dim == (-a.ndim,)):
+        return None
+    cols = a.size // a.shape[0]
+    if a.dtype not in FLOAT_DTYPES or cols > SUM_ROWS_MAX_COLS or not a.flags.c_contiguous:
+        return None
+    out = empty(((1,) if keepdim else ()) + a.shape[1:], a.dtype)
+    sum_rows(a.reshape(a.shape[0], cols), out.reshape(cols), get_num_threads())
+    return out
+
+
 class CpuReduction:
     def sum(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
         dt = a.dtype if a.dtype.kind in "fc" else np.dtype(np.int64)
+        if a.size >= SUM_ROWS_MIN and a.ndim >= 2 and dim is not None:
+            out = _sum_dim0(a, dim, keepdim)
+            if out is not None:
+                return out
         return _reduce(np.add.reduce, a, dim, keepdim, dt)  # what np.sum calls
 
     def mean(self, a: np.ndarray, dim: Dim = None, keepdim: bool = False) -> np.ndarray:
