@@ -115,6 +115,23 @@ def test_elu_float32_bits_do_not_depend_on_where_an_element_sits():
                 np.testing.assert_array_equal(part, whole[start:stop])
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("alpha", [1.0, 0.3, 1e-50, -0.5])
+def test_elu_backward_from_the_output_selects_as_the_input_does(dt, alpha):
+    """With alpha > 0 the CPU backend's ELU backward tests out <= 0 instead of
+    a <= 0 (no read of a): the same selection, so the same bits as the rule
+    written on the input (run here through the backend's default body)."""
+    rng = np.random.default_rng(12)
+    a = np.concatenate([rng.uniform(-40, 3, 3000), [0.0, -0.0, -1e-45, -1e-300,
+                                                    np.nan, -np.inf, np.inf]]).astype(dt)
+    g = rng.standard_normal(a.shape).astype(dt)
+    B = rtx.CpuBackend()
+    out = B.elu(a, alpha)
+    got = B.elu_backward(a, out, g, alpha)
+    want = np.where(a <= 0, g * (out + dt(alpha)), g).astype(dt)
+    assert got.tobytes() == want.tobytes()
+
+
 def test_activation_gradchecks(backend):
     a = np.random.default_rng(1).standard_normal((3, 4))
     a[np.abs(a) < 0.05] = 0.3  # stay away from the kinks at 0
