@@ -139,10 +139,12 @@ def segment_min_backward_csr(
 ) -> None: ...
 def softmax_entry_mode(H: int, itemsize: int, num_threads: int, backward: bool) -> bool: ...
 def segment_softmax_entries(
-    scores: _Real, idx: _Index, num_segments: int, out: _Real, num_threads: int
+    scores: _Real, idx: _Index, num_segments: int, out: _Real, num_threads: int,
+    is_sorted: bool = False,
 ) -> None: ...
 def segment_softmax_backward_entries(
-    y: _Real, grad: _Real, idx: _Index, num_segments: int, out: _Real, num_threads: int
+    y: _Real, grad: _Real, idx: _Index, num_segments: int, out: _Real, num_threads: int,
+    is_sorted: bool = False,
 ) -> None: ...
 
 # --------------------------------------------------------------- _message.pxi

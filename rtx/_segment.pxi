@@ -905,10 +905,49 @@ cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* 
         t += nt
 
 
+cdef void _ent_chunk(bint backward, const real* a, const real* b, const index_t* ip,
+                     Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t N, Py_ssize_t H, real* op,
+                     real* state) noexcept nogil:
+    """The one-thread entry-order passes over entries [e0, e1) whose segments no
+    other entry holds (sorted indices cut between two segments): their state
+    in ``state``'s rows [ip[e0], ip[e1 - 1]], the outputs at the same positions."""
+    cdef real* z = state + N * H
+    cdef Py_ssize_t lo, hi, n = e1 - e0
+    if n <= 0:
+        return
+    lo = <Py_ssize_t>ip[e0]
+    hi = <Py_ssize_t>ip[e1 - 1] + 1
+    if backward:
+        _ent_state(True, a + e0 * H, b + e0 * H, ip + e0, n, H, state, z, NULL, lo, hi)
+        _ent_bwd_write(a + e0 * H, b + e0 * H, ip + e0, H, state, op + e0 * H, 0, n)
+    else:   # the exponentials kept in the output, scaled in place
+        _ent_state(False, a + e0 * H, NULL, ip + e0, n, H, state, z, op + e0 * H, lo, hi)
+        _ent_write(ip + e0, H, z, op + e0 * H, op + e0 * H, 0, n, NULL, 1, NULL)
+
+
+cdef inline Py_ssize_t _sorted_cut(const index_t* ip, Py_ssize_t E, Py_ssize_t t,
+                                   Py_ssize_t T) noexcept nogil:
+    """Where chunk t of T starts: about E * t / T, moved forward past the
+    entries of the segment that straddles it (sorted indices)."""
+    cdef Py_ssize_t c
+    if t <= 0:
+        return 0
+    if t >= T:
+        return E
+    c = (E * t) // T
+    while 0 < c < E and ip[c] == ip[c - 1]:
+        c += 1
+    return c
+
+
 cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const index_t* ip,
                              Py_ssize_t E, Py_ssize_t N, Py_ssize_t H, real* op,
-                             int T) noexcept nogil:
-    """Forward (a = scores) or backward (a = y, b = grad) on T threads (see above)."""
+                             int T, bint is_sorted=False) noexcept nogil:
+    """Forward (a = scores) or backward (a = y, b = grad) on T threads (see above).
+    ``is_sorted``: the indices are non-decreasing (a checked plan's cached
+    count of descents is 0): then each thread runs the one-thread passes on its
+    own chunk of positions, cut between segments -- no buckets."""
+    cdef Py_ssize_t t
     cdef Py_ssize_t bounds[ENTRY_MAX_THREADS + 1]
     cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
     cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
@@ -920,6 +959,13 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
         return -1
     if T > ENTRY_MAX_THREADS:
         T = ENTRY_MAX_THREADS
+    if is_sorted and T > 1:
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            _mark_seen()
+            _ent_chunk(backward, a, b, ip, _sorted_cut(ip, E, t, T), _sorted_cut(ip, E, t + 1, T),
+                       N, H, op, state)
+        free(state)
+        return 0
     if T == 1:
         _mark_seen()
         if backward:
@@ -953,7 +999,8 @@ def softmax_entry_mode(Py_ssize_t H, Py_ssize_t itemsize, int num_threads, bint 
 
 
 def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
-                            Py_ssize_t num_segments, real[:, ::1] out, int num_threads):
+                            Py_ssize_t num_segments, real[:, ::1] out, int num_threads,
+                            bint is_sorted=False):
     """``segment_softmax_csr`` computed in entry order from the (checked) index
     itself: no CSR grouping needed, bitwise equal to the CSR kernel."""
     cdef Py_ssize_t E = scores.shape[0]
@@ -969,14 +1016,15 @@ def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
         raise MemoryError("segment_softmax_entries: too many segments")
     T = _segment_threads(num_threads, E, N, H, sizeof(real))
     with nogil:
-        rc = _softmax_by_entries(False, &scores[0, 0], NULL, &idx[0], E, N, H, &out[0, 0], T)
+        rc = _softmax_by_entries(False, &scores[0, 0], NULL, &idx[0], E, N, H, &out[0, 0], T,
+                                 is_sorted)
     if rc != 0:
         raise MemoryError("segment_softmax_entries: out of memory")
 
 
 def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] grad,
                                      const index_t[::1] idx, Py_ssize_t num_segments,
-                                     real[:, ::1] out, int num_threads):
+                                     real[:, ::1] out, int num_threads, bint is_sorted=False):
     """``segment_softmax_backward_csr`` in entry order (bitwise equal)."""
     cdef Py_ssize_t E = y.shape[0]
     cdef Py_ssize_t H = y.shape[1]
@@ -992,6 +1040,7 @@ def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] gr
         raise MemoryError("segment_softmax_backward_entries: too many segments")
     T = _segment_threads(num_threads, E, N, H, sizeof(real))
     with nogil:
-        rc = _softmax_by_entries(True, &y[0, 0], &grad[0, 0], &idx[0], E, N, H, &out[0, 0], T)
+        rc = _softmax_by_entries(True, &y[0, 0], &grad[0, 0], &idx[0], E, N, H, &out[0, 0], T,
+                                 is_sorted)
     if rc != 0:
         raise MemoryError("segment_softmax_backward_entries: out of memory")

@@ -84,11 +84,11 @@ def _host_indices(indices: Any) -> Any:
 class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
-    __slots__ = ("_idx", "_num_rows", "_csr", "_ordered", "_lock", "_transient", "__weakref__")
+    __slots__ = ("_idx", "_num_rows", "_csr", "_descents", "_lock", "_transient", "__weakref__")
     _idx: np.ndarray
     _num_rows: int
     _csr: tuple[np.ndarray, np.ndarray] | None
-    _ordered: bool | None  # see is_ordered()
+    _descents: int | None  # how many i have idx[i] < idx[i - 1] (is_ordered, _is_sorted)
     _lock: threading.Lock
     # made by a face from raw indices for one call (and its backward): a backend
     # may skip building the grouping (the CPU index_add's group-free path)
@@ -110,7 +110,7 @@ class IndexPlan:
         self._idx = own
         self._num_rows = n
         self._csr = None
-        self._ordered = None
+        self._descents = None
         self._lock = threading.Lock()
         self._transient = False
 
@@ -155,7 +155,7 @@ class IndexPlan:
         self._idx = indices
         self._num_rows = n
         self._csr = csr
-        self._ordered = None
+        self._descents = None
         self._lock = threading.Lock()
         self._transient = False
         return self
@@ -189,10 +189,18 @@ class IndexPlan:
         appended.  Then each group's entries lie (nearly) side by side and a
         kernel walking the grouping reads memory in order.  O(len) once, then
         cached (the indices never change)."""
-        ordered = self._ordered
-        if ordered is None:
-            ordered = self._ordered = 16 * count_descents(self._idx) <= len(self)
-        return ordered
+        return 16 * self._descent_count() <= len(self)
+
+    def _is_sorted(self) -> bool:
+        """Whether the indices never descend (every group's entries side by side,
+        the groups in index order).  Cached, as ``is_ordered``."""
+        return self._descent_count() == 0
+
+    def _descent_count(self) -> int:
+        d = self._descents
+        if d is None:
+            d = self._descents = int(count_descents(self._idx))
+        return d
 
     def csr(self) -> tuple[np.ndarray, np.ndarray]:
         """``(ptr, perm)``: int64 row pointers (``num_rows + 1``) and the stable

@@ -76,13 +76,28 @@ def segment_plan(index: Any, num_segments: Any, op: str, length: int | None = No
     return index
 
 
-def _by_entries(plan: Any, rows: np.ndarray, threads: int, backward: bool) -> bool:
-    """Which of segment softmax's two kernels (equal bits) runs: by entry order
-    (narrow rows in random order: no grouping needed, each thread scans every
-    index) or over the CSR grouping (wide rows, or indices in order: each
-    segment's entries then lie side by side and are walked while in cache)."""
-    return (softmax_entry_mode(rows.shape[1], rows.itemsize, threads, backward)
-            and not plan.is_ordered())
+def _softmax_kernel(plan: Any, rows: np.ndarray, threads: int, backward: bool) -> str:
+    """Which of segment softmax's kernels (equal bits) runs:
+
+    - ``"sorted"``: indices that never descend (a plan's cached count): the
+      entry-order passes, each thread on its own chunk of positions cut between
+      segments (no grouping, no buckets; vectorised exponentials across
+      segments).  Short segments gain most (E = 899,141 over 400,000 segments,
+      H = 4, 2 threads: forward 12.5 -> 5.4 ms, backward 5.4 -> 2.9 ms); only the
+      H = 1 forward over long segments keeps the grouped kernel once the plan
+      has its grouping, whose contiguous runs are as fast (E = 1M over 100k:
+      3.4 against 3.65 ms; building the grouping for it costs ~2 ms);
+    - ``"entries"``: narrow rows in random order (no grouping needed, entries
+      bucketed by the thread owning their segment);
+    - ``"csr"``: over the CSR grouping (wide rows in random order, nearly ordered
+      indices: each segment's entries walked while in cache)."""
+    if plan._is_sorted() and (backward or rows.shape[1] > 1 or not plan.is_grouped
+                              or len(plan) < 4 * plan.num_rows):
+        return "sorted"
+    if softmax_entry_mode(rows.shape[1], rows.itemsize, threads, backward) and \
+            not plan.is_ordered():
+        return "entries"
+    return "csr"
 
 
 class SegmentOps(Family):
@@ -97,8 +112,9 @@ class SegmentOps(Family):
         check_output(2 * plan.num_rows, scores.shape, scores.itemsize, "segment_softmax")
         out = self._host_empty(scores.shape, scores.dtype)
         s2, o2, T = rows2d(scores), rows2d(out), get_num_threads()
-        if _by_entries(plan, s2, T, False):
-            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T)
+        kernel = _softmax_kernel(plan, s2, T, False)
+        if kernel != "csr":
+            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T, kernel == "sorted")
         else:
             ptr, perm = plan._grouping()
             segment_softmax_csr(s2, perm, ptr, o2, T)
@@ -110,8 +126,10 @@ class SegmentOps(Family):
         plan = segment_plan(index, num_segments, "segment_softmax_backward", y.shape[0])
         out = self._host_empty(y.shape, y.dtype)
         y2, g2, o2, T = rows2d(y), rows2d(grad), rows2d(out), get_num_threads()
-        if _by_entries(plan, y2, T, True):
-            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T)
+        kernel = _softmax_kernel(plan, y2, T, True)
+        if kernel != "csr":
+            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T,
+                                             kernel == "sorted")
         else:
             ptr, perm = plan._grouping()
             segment_softmax_backward_csr(y2, g2, perm, ptr, o2, T)

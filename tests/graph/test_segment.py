@@ -126,19 +126,25 @@ def test_segment_softmax_backward_formula(backend, dtype):
 # --------------------------------------------------------------- bad input
 # ---------------------------------------------------------------- property
 def softmax_kernels_agree(s, g, plan, N, threads):
-    """The CSR and the entry-order softmax kernels, forward and backward on
-    ``threads``, give the same bits; returns the forward."""
+    """The CSR and the entry-order softmax kernels -- and, for indices that never
+    descend, the entry-order kernel on chunks cut between segments -- forward
+    and backward on ``threads``, give the same bits; returns the forward."""
     ptr, perm = plan.csr()
+    idx = plan.indices
+    chunks = [False] + ([True] if plan._is_sorted() else [])
     old = _kernels.set_segment_parallel_min(0)
     try:
-        a, b = np.empty_like(s), np.empty_like(s)
+        a = np.empty_like(s)
         _kernels.segment_softmax_csr(s, perm, ptr, a, threads)
-        _kernels.segment_softmax_entries(s, plan.indices, N, b, threads)
-        np.testing.assert_array_equal(bits(a), bits(b))
-        c, d = np.empty_like(s), np.empty_like(s)
+        c = np.empty_like(s)
         _kernels.segment_softmax_backward_csr(a, g, perm, ptr, c, threads)
-        _kernels.segment_softmax_backward_entries(a, g, plan.indices, N, d, threads)
-        np.testing.assert_array_equal(bits(c), bits(d))
+        for is_sorted in chunks:
+            b = np.full_like(s, 7)
+            _kernels.segment_softmax_entries(s, idx, N, b, threads, is_sorted)
+            np.testing.assert_array_equal(bits(a), bits(b))
+            d = np.full_like(s, 7)
+            _kernels.segment_softmax_backward_entries(a, g, idx, N, d, threads, is_sorted)
+            np.testing.assert_array_equal(bits(c), bits(d))
     finally:
         _kernels.set_segment_parallel_min(old)
     return a
@@ -199,6 +205,37 @@ def test_softmax_entry_kernels_bucket_by_owner_for_any_team(dtype, H, threads, i
     np.testing.assert_allclose(got[~special], want[~special], **tol(dtype))
     np.testing.assert_allclose(got[special, 1:], want[special, 1:], **tol(dtype))
     assert np.isnan(got[special, 0]).all()
+
+
+@pytest.mark.parametrize("H", [1, 4, 1100])
+@pytest.mark.parametrize("threads", [2, 3, 5])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("layout", ["short segments", "hub across the cuts", "one segment",
+                                    "empty segments"])
+def test_softmax_on_sorted_chunks(dtype, H, threads, index_dtype, layout):
+    """Sorted indices: each thread runs the one-thread entry-order passes on a
+    chunk of positions cut between segments (the cut moves past a segment that
+    straddles it, so a hub can leave a thread nothing): the CSR kernels' bits,
+    NaN and -inf scores included."""
+    rng = np.random.default_rng(13)
+    E, N = (330, 12) if H > 8 else (5000, 2200)
+    if layout == "short segments":
+        idx = np.sort(rng.integers(0, N, E))
+    elif layout == "hub across the cuts":
+        idx = np.sort(np.concatenate([rng.integers(0, N, E // 3), np.full(E - E // 3, 5)]))
+    elif layout == "one segment":
+        idx = np.full(E, 3)
+    else:
+        idx = np.sort(rng.integers(0, N, E)) // 7 * 7     # six of every seven segments empty
+    idx = idx.astype(index_dtype)
+    s = (rng.standard_normal((E, H)) * 20).astype(dtype)
+    s[0, 0] = np.nan
+    s[np.flatnonzero(idx == idx[E // 2]), H - 1] = -np.inf
+    g = rng.standard_normal((E, H)).astype(dtype)
+    plan = rtx.IndexPlan(idx, N)
+    assert plan._is_sorted()
+    got = softmax_kernels_agree(s, g, plan, N, threads)
+    np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 1)), bits(got))
 
 
 @pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
@@ -274,9 +311,12 @@ def test_softmax_float32_exp_accuracy_and_limits(threads):
 
 def test_index_plan_is_ordered_and_the_softmax_kernel_it_picks():
     """is_ordered: at most one descent per 16 indices (ascending, or ascending with
-    self-loops appended); ordered plans take the grouped softmax kernel, random
-    narrow ones the entry-order kernel: the values equal the reference either way."""
-    from rtx.backend.segment import _by_entries
+    self-loops appended); _is_sorted: none.  Sorted plans take the entry-order
+    passes on chunks ("sorted"; an H = 1 forward over long segments the grouped
+    kernel once the plan has its grouping), nearly ordered ones the grouped kernel,
+    random narrow ones the entry-order kernel: the values equal the reference
+    every way."""
+    from rtx.backend.segment import _softmax_kernel
     rng = np.random.default_rng(1)
     N = 50
     rand = rng.integers(0, N, 2000)
@@ -285,13 +325,23 @@ def test_index_plan_is_ordered_and_the_softmax_kernel_it_picks():
     assert rtx.IndexPlan(srt, N).is_ordered() and rtx.IndexPlan(loops, N).is_ordered()
     assert not rtx.IndexPlan(rand, N).is_ordered()
     assert rtx.IndexPlan(np.zeros(0, np.int64), 1).is_ordered()
-    s = rng.standard_normal(2000).astype(np.float32)
-    for idx, entries in ((rand, True), (srt, False)):
+    assert rtx.IndexPlan(srt, N)._is_sorted()
+    assert rtx.IndexPlan(np.zeros(0, np.int64), 1)._is_sorted()
+    assert not rtx.IndexPlan(loops, N)._is_sorted()
+    assert not rtx.IndexPlan(rand, N)._is_sorted()
+    s = rng.standard_normal(2050).astype(np.float32)
+    for idx, kernel in ((rand, "entries"), (srt, "sorted"), (loops, "csr")):
         plan = rtx.IndexPlan(idx, N)
-        assert _by_entries(plan, s.reshape(-1, 1), 2, False) is entries
-        out = rtx.segment_softmax(rtx.tensor(s), plan, N).numpy()
-        np.testing.assert_allclose(out, ref_softmax(s.reshape(-1, 1), idx, N)[:, 0],
+        x = s[: len(idx)]
+        assert _softmax_kernel(plan, x.reshape(-1, 1), 2, False) == kernel
+        out = rtx.segment_softmax(rtx.tensor(x), plan, N).numpy()
+        np.testing.assert_allclose(out, ref_softmax(x.reshape(-1, 1), idx, N)[:, 0],
                                    rtol=1e-5, atol=1e-7)
+    plan = rtx.IndexPlan(srt, N)
+    plan.csr()                                       # grouped: H = 1 forward on its runs
+    assert _softmax_kernel(plan, s[:2000].reshape(-1, 1), 2, False) == "csr"
+    assert _softmax_kernel(plan, s[:2000].reshape(-1, 1), 2, True) == "sorted"
+    assert _softmax_kernel(plan, s[:2000].reshape(-1, 2), 2, False) == "sorted"
 
 
 def test_kernels_reject_mismatched_grouping():
