@@ -69,6 +69,9 @@ def sum_rows(const real[:, ::1] a not None, real[::1] out not None, int num_thre
         raise ValueError(f"sum_rows: out has {out.shape[0]} elements, a has {F} columns")
     if F == 0:
         return
+    if N > 0 and <size_t>&out[0] < <size_t>(&a[0, 0] + N * F) and \
+            <size_t>&a[0, 0] < <size_t>(&out[0] + F):
+        raise ValueError("sum_rows: out overlaps a")
     if N == 0:
         out[:] = 0
         return

@@ -12,18 +12,18 @@
 # pieces' partial products in order: ``narrow_tn`` computes every piece's partial
 # (pieces handed out to the threads dynamically) and sums them in piece order.
 #
-# Inside a piece, rows come in blocks of NARROW_ROWS (their x rows stay in cache)
-# and columns of x in tiles of 8 (one 32-byte vector: GCC's vector extensions,
-# two SSE registers on baseline x86-64, one AVX2 register in the copy GCC builds
-# next to it, picked at load time: _vmath.pxi's RTX_AVX2_CLONES; no FMA in
-# either, so the same bits).  The
+# Inside a piece, rows come in blocks of about 32 KiB of x (8 to 512 rows: they
+# stay in L1 while every tile passes over them; the next block's rows are
+# prefetched) and columns of x in tiles of one 32-byte vector (8 floats or 4
+# doubles: GCC's vector extensions, two SSE registers on baseline x86-64, one
+# AVX2 register in the copy GCC builds next to it, picked at load time:
+# _vmath.pxi's RTX_AVX2_CLONES; no FMA in either, so the same bits).  The
 # accumulators of a tile live in registers across a block's rows and in a
-# private buffer between blocks; a last tile narrower than 8 runs one value at a
-# time (the same operations per entry).
+# private buffer between blocks; the last columns that fill no tile run one
+# value at a time (the same operations per entry).
 
 cdef enum:
     NARROW_MAX = 8        # the most columns of g (the kernel's register budget)
-    NARROW_ROWS = 128     # rows of x per cache block
     NARROW_MAX_PIECES = 64
 
 
@@ -42,9 +42,10 @@ cdef extern from *:
     #endif
 
     #if RTX_HAVE_NARROW
-    /* One block of rows [i0, i1) of one 8-column tile: acc[j] (8 lanes: columns
-       t0..t0+7 of x) += g[i, j] * x[i, t0..t0+7], in increasing i.  N is a
-       constant in each instantiation below, so acc stays in registers. */
+    /* One block of rows [i0, i1) of one tile of W columns: acc[j] (W lanes:
+       columns t0..t0+W-1 of x) += g[i, j] * x[i, t0..t0+W-1], in increasing i.
+       N is a constant in each instantiation below, so acc stays in registers;
+       accbuf holds NARROW_MAX (8) vectors per tile. */
     #define RTX_NARROW_BLOCK(T, V, N)                                               \\
         {                                                                           \\
             V a[N];                                                                 \\

@@ -1002,7 +1002,11 @@ def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
                             Py_ssize_t num_segments, real[:, ::1] out, int num_threads,
                             bint is_sorted=False):
     """``segment_softmax_csr`` computed in entry order from the (checked) index
-    itself: no CSR grouping needed, bitwise equal to the CSR kernel."""
+    itself: no CSR grouping needed, bitwise equal to the CSR kernel.
+    ``is_sorted``: the caller's word that ``idx`` never descends (a checked
+    plan's cached descent count is 0); each thread then takes a chunk of
+    positions cut between segments.  A false word gives wrong values (threads
+    sharing a segment's state), never an access outside ``out`` or the state."""
     cdef Py_ssize_t E = scores.shape[0]
     cdef Py_ssize_t H = scores.shape[1]
     cdef Py_ssize_t N = num_segments
@@ -1025,7 +1029,8 @@ def segment_softmax_entries(const real[:, ::1] scores, const index_t[::1] idx,
 def segment_softmax_backward_entries(const real[:, ::1] y, const real[:, ::1] grad,
                                      const index_t[::1] idx, Py_ssize_t num_segments,
                                      real[:, ::1] out, int num_threads, bint is_sorted=False):
-    """``segment_softmax_backward_csr`` in entry order (bitwise equal)."""
+    """``segment_softmax_backward_csr`` in entry order (bitwise equal);
+    ``is_sorted`` as in ``segment_softmax_entries``."""
     cdef Py_ssize_t E = y.shape[0]
     cdef Py_ssize_t H = y.shape[1]
     cdef Py_ssize_t N = num_segments

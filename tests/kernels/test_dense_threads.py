@@ -99,6 +99,12 @@ def test_sum_rows_kernel_checks():
         _kernels.sum_rows(None, np.zeros(4), 2)
     with pytest.raises(TypeError):
         _kernels.sum_rows(a, None, 2)
+    buf = np.ones(44)
+    with pytest.raises(ValueError, match="overlaps"):
+        _kernels.sum_rows(buf[:40].reshape(10, 4), buf[4:8], 2)      # out is a's second row
+    with pytest.raises(ValueError, match="overlaps"):
+        _kernels.sum_rows(buf[:40].reshape(10, 4), buf[38:42], 2)    # out across the end
+    assert (buf == 1).all()
     out = np.full(4, 7.0)
     _kernels.sum_rows(np.zeros((0, 4)), out, 2)
     assert (out == 0).all()
