@@ -70,6 +70,20 @@ def _restore_threads():
     rtx.set_num_threads(None)
 
 
+def spy_calls(monkeypatch, module, name: str) -> list:
+    """Replace ``module.name`` (a function) by a wrapper that records each call's
+    positional arguments before calling it; returns the list of records."""
+    seen: list = []
+    orig = getattr(module, name)
+
+    def spy(*args):
+        seen.append(args)
+        return orig(*args)
+
+    monkeypatch.setattr(module, name, spy)
+    return seen
+
+
 def tol(dtype) -> dict:
     """Comparison tolerances against numpy references for a dtype."""
     return {"rtol": 1e-5, "atol": 1e-6} if np.dtype(dtype) == np.float32 else {

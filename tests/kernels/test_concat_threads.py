@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import spy_calls
 
 import rtx
 from rtx import _kernels
@@ -13,23 +14,9 @@ from rtx.backend.cpu import shape as cpu_shape
 
 
 @pytest.fixture
-def threads():
-    before = rtx.get_num_threads()
-    yield
-    rtx.set_num_threads(before)
-
-
-@pytest.fixture
 def calls(monkeypatch):
-    seen = []
-    orig = cpu_shape.concat_bytes
-
-    def spy(srcs, out, T):
-        seen.append(len(srcs))
-        return orig(srcs, out, T)
-
-    monkeypatch.setattr(cpu_shape, "concat_bytes", spy)
-    return seen
+    """The calls the CPU backend's concat made to the threaded copy."""
+    return spy_calls(monkeypatch, cpu_shape, "concat_bytes")
 
 
 def _special(rng, shape, dt):
@@ -47,7 +34,7 @@ def _special(rng, shape, dt):
     ([(1, 300000), (1, 7), (1, 100000)], 1),                 # leading dim of size 1
     ([(70000, 3), (70001, 3)], -2),
 ])
-def test_large_concats_are_numpys_bytes_on_any_thread_count(dt, shapes, dim, calls, threads):
+def test_large_concats_are_numpys_bytes_on_any_thread_count(dt, shapes, dim, calls):
     rng = np.random.default_rng(len(shapes))
     xs = [_special(rng, s, dt) for s in shapes]
     want = np.concatenate(xs, axis=dim)
@@ -61,7 +48,7 @@ def test_large_concats_are_numpys_bytes_on_any_thread_count(dt, shapes, dim, cal
 
 
 @pytest.mark.parametrize("case", ["strided input", "mixed dtypes", "inner dim", "small"])
-def test_other_concats_keep_numpy(case, calls, threads):
+def test_other_concats_keep_numpy(case, calls):
     rtx.set_num_threads(2)
     rng = np.random.default_rng(4)
     a = rng.standard_normal((100000, 8)).astype(np.float32)
@@ -82,7 +69,7 @@ def test_other_concats_keep_numpy(case, calls, threads):
     np.testing.assert_array_equal(got, want)
 
 
-def test_the_tensor_face_and_its_gradient(threads):
+def test_the_tensor_face_and_its_gradient():
     rtx.set_num_threads(2)
     rng = np.random.default_rng(5)
     parts = [rtx.tensor(rng.standard_normal((n, 64)), requires_grad=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import spy_calls
 
 import rtx
 from rtx import _kernels
@@ -16,23 +17,6 @@ from rtx.backend.cpu import reduction as cpu_reduction
 DTYPES = [np.float32, np.float64]
 
 
-@pytest.fixture
-def threads():
-    before = rtx.get_num_threads()
-    yield
-    rtx.set_num_threads(before)
-
-
-def _spy(monkeypatch, module, name):
-    seen = []
-    orig = getattr(module, name)
-
-    def spy(*args):
-        seen.append(args[1].shape)
-        return orig(*args)
-
-    monkeypatch.setattr(module, name, spy)
-    return seen
 
 
 def _data(rng, shape, dt):
@@ -46,8 +30,8 @@ def _data(rng, shape, dt):
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("shape", [(70000, 1), (30000, 4), (9000, 17), (5000, 32),
                                    (3000, 64), (2000, 4, 16), (100000, 8)])
-def test_sum_over_dim0_is_numpys_sum_on_any_thread_count(dt, shape, monkeypatch, threads):
-    calls = _spy(monkeypatch, cpu_reduction, "sum_rows")
+def test_sum_over_dim0_is_numpys_sum_on_any_thread_count(dt, shape, monkeypatch):
+    calls = spy_calls(monkeypatch, cpu_reduction, "sum_rows")
     rng = np.random.default_rng(sum(shape))
     a = _data(rng, shape, dt)
     a[:, 0] = -0.0                                       # a column of -0.0: numpy gives +0.0
@@ -65,7 +49,7 @@ def test_sum_over_dim0_is_numpys_sum_on_any_thread_count(dt, shape, monkeypatch,
 
 @pytest.mark.parametrize("case", ["wide rows", "strided", "ints", "other dim", "small"])
 def test_other_sums_keep_numpy(case, monkeypatch):
-    calls = _spy(monkeypatch, cpu_reduction, "sum_rows")
+    calls = spy_calls(monkeypatch, cpu_reduction, "sum_rows")
     rng = np.random.default_rng(1)
     a, dim = rng.standard_normal((3000, 65)), 0
     if case == "strided":
@@ -81,7 +65,7 @@ def test_other_sums_keep_numpy(case, monkeypatch):
     np.testing.assert_array_equal(got, np.sum(a, axis=dim))
 
 
-def test_bias_gradient_through_the_tape(threads):
+def test_bias_gradient_through_the_tape():
     rtx.set_num_threads(2)
     rng = np.random.default_rng(2)
     x = rtx.tensor(rng.standard_normal((5000, 16)), requires_grad=True)
@@ -115,8 +99,8 @@ def test_sum_rows_kernel_checks():
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("op,ufunc", [("add", np.add), ("sub", np.subtract),
                                       ("mul", np.multiply), ("div", np.true_divide)])
-def test_inplace_arithmetic_is_numpys_on_any_thread_count(dt, op, ufunc, monkeypatch, threads):
-    calls = _spy(monkeypatch, cpu_creation, "inplace_arith")
+def test_inplace_arithmetic_is_numpys_on_any_thread_count(dt, op, ufunc, monkeypatch):
+    calls = spy_calls(monkeypatch, cpu_creation, "inplace_arith")
     rng = np.random.default_rng(3)
     dst0 = _data(rng, (700, 500), dt)
     src = _data(rng, (700, 500), dt)
@@ -135,9 +119,9 @@ def test_inplace_arithmetic_is_numpys_on_any_thread_count(dt, op, ufunc, monkeyp
 
 
 @pytest.mark.parametrize("case", ["aliased", "broadcast", "promoted", "small", "strided"])
-def test_other_inplace_ops_keep_numpy(case, monkeypatch, threads):
+def test_other_inplace_ops_keep_numpy(case, monkeypatch):
     rtx.set_num_threads(2)
-    calls = _spy(monkeypatch, cpu_creation, "inplace_arith")
+    calls = spy_calls(monkeypatch, cpu_creation, "inplace_arith")
     rng = np.random.default_rng(4)
     buf = rng.standard_normal(600_000)
     dst, src = buf[:300_000], rng.standard_normal(300_000)
@@ -158,7 +142,7 @@ def test_other_inplace_ops_keep_numpy(case, monkeypatch, threads):
     np.testing.assert_array_equal(dst, want)
 
 
-def test_gradient_paths_summed_through_the_fast_path(threads):
+def test_gradient_paths_summed_through_the_fast_path():
     """A tensor used twice gets the sum of both paths (the engine accumulates
     with the in-place add, large enough here for the threaded kernel)."""
     rtx.set_num_threads(2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import spy_calls
 
 import rtx
 from rtx import _kernels
@@ -19,24 +20,9 @@ DTYPES = [np.float32, np.float64]
 
 
 @pytest.fixture
-def threads():
-    before = rtx.get_num_threads()
-    yield
-    rtx.set_num_threads(before)
-
-
-@pytest.fixture
 def calls(monkeypatch):
-    """How many times rtx's matmul called the narrow kernel."""
-    seen = []
-    orig = _matmul.narrow_tn
-
-    def spy(*args):
-        seen.append(args[0].shape)
-        return orig(*args)
-
-    monkeypatch.setattr(_matmul, "narrow_tn", spy)
-    return seen
+    """The calls rtx's matmul made to the narrow kernel."""
+    return spy_calls(monkeypatch, _matmul, "narrow_tn")
 
 
 def _expected(x: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -71,7 +57,7 @@ def _operands(rng, K, F, n, dt):
     (4096, 8, 8),
     (20000, 1, 5),
 ])
-def test_x_transposed_at_g_is_the_ordered_running_sum(dt, K, F, n, calls, threads):
+def test_x_transposed_at_g_is_the_ordered_running_sum(dt, K, F, n, calls):
     rng = np.random.default_rng(K + F + n)
     x, g = _operands(rng, K, F, n, dt)
     want = _expected(x, g)
@@ -130,7 +116,7 @@ def test_other_shapes_and_layouts_keep_blas(K, F, n, how, calls):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
 
 
-def test_the_weight_gradient_of_a_projection_onto_heads(threads):
+def test_the_weight_gradient_of_a_projection_onto_heads():
     """``w.grad = x.T @ grad`` of ``x @ w`` with 4 output columns (a GAT layer's
     attention logits) goes through the narrow kernel; checked against numpy."""
     rtx.set_num_threads(2)
