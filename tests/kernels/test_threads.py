@@ -156,8 +156,11 @@ def test_every_kernel_releases_the_gil(name):
 
 
 def test_gil_probe_detects_a_gil_holding_call():
-    """The probe must be able to fail: list.sort (C code) holds the GIL throughout."""
-    a = np.random.default_rng(1).random(300_000).tolist()
+    """The probe must be able to fail: list.sort (C code) holds the GIL throughout.
+    (A long sort: the GIL's hand-over at the call's two ends can stall the worker
+    for tens of ms on a busy machine, which stretches the measured span; 300,000
+    floats, 60-90 ms under ASan, once let a stamp land in the middle third.)"""
+    a = np.random.default_rng(1).random(1_200_000).tolist()
     ok, durations = _gil_released_during(lambda: sorted(a), attempts=3)
     assert not ok, f"probe saw progress during a GIL-holding call ({durations})"
 
