@@ -47,6 +47,13 @@ cdef extern from *:
                           Py_ssize_t c1, double* out) noexcept nogil
 
 
+cdef inline bint _spans_overlap(const void* p, Py_ssize_t pbytes, const void* q,
+                                Py_ssize_t qbytes) noexcept nogil:
+    """Whether the byte ranges [p, p + pbytes) and [q, q + qbytes) share a byte."""
+    return (<size_t>p < <size_t>q + <size_t>qbytes
+            and <size_t>q < <size_t>p + <size_t>pbytes)
+
+
 cdef inline void _sum_cols(const real* ap, Py_ssize_t N, Py_ssize_t F, Py_ssize_t c0,
                            Py_ssize_t c1, real* op) noexcept nogil:
     if real is float:
@@ -69,8 +76,7 @@ def sum_rows(const real[:, ::1] a not None, real[::1] out not None, int num_thre
         raise ValueError(f"sum_rows: out has {out.shape[0]} elements, a has {F} columns")
     if F == 0:
         return
-    if N > 0 and <size_t>&out[0] < <size_t>(&a[0, 0] + N * F) and \
-            <size_t>&a[0, 0] < <size_t>(&out[0] + F):
+    if N > 0 and _spans_overlap(&out[0], F * sizeof(real), &a[0, 0], N * F * sizeof(real)):
         raise ValueError("sum_rows: out overlaps a")
     if N == 0:
         out[:] = 0
@@ -122,7 +128,6 @@ def inplace_arith(str op, real[::1] dst not None, const real[::1] src not None,
     cdef int code, T
     cdef real* dp
     cdef const real* sp
-    cdef size_t da, db, sa, sb
     if op not in _DENSE_OPS:
         raise ValueError(f"inplace_arith: op must be add, sub, mul or div, got {op!r}")
     code = _DENSE_OPS[op]
@@ -132,11 +137,7 @@ def inplace_arith(str op, real[::1] dst not None, const real[::1] src not None,
         return
     dp = &dst[0]
     sp = &src[0]
-    da = <size_t>dp
-    db = da + <size_t>n * sizeof(real)
-    sa = <size_t>sp
-    sb = sa + <size_t>n * sizeof(real)
-    if da < sb and sa < db:
+    if _spans_overlap(dp, n * sizeof(real), sp, n * sizeof(real)):
         raise ValueError("inplace_arith: the source overlaps the destination")
     nchunks = (n + DENSE_CHUNK - 1) // DENSE_CHUNK
     T = _team_size(_clamp_threads(num_threads), nchunks)

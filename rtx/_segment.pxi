@@ -906,17 +906,16 @@ cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* 
 
 
 cdef void _ent_chunk(bint backward, const real* a, const real* b, const index_t* ip,
-                     Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t N, Py_ssize_t H, real* op,
-                     real* state) noexcept nogil:
-    """The one-thread entry-order passes over entries [e0, e1) whose segments no
-    other entry holds (sorted indices cut between two segments): their state
-    in ``state``'s rows [ip[e0], ip[e1 - 1]], the outputs at the same positions."""
+                     Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t lo, Py_ssize_t hi,
+                     Py_ssize_t N, Py_ssize_t H, real* op, real* state) noexcept nogil:
+    """The one-thread entry-order passes over entries [e0, e1), whose segments
+    lie in [lo, hi) and hold no other entry (all of them on one thread; a chunk
+    of sorted indices cut between two segments): their state in ``state``'s
+    rows [lo, hi), the outputs at the entries' positions."""
     cdef real* z = state + N * H
-    cdef Py_ssize_t lo, hi, n = e1 - e0
+    cdef Py_ssize_t n = e1 - e0
     if n <= 0:
         return
-    lo = <Py_ssize_t>ip[e0]
-    hi = <Py_ssize_t>ip[e1 - 1] + 1
     if backward:
         _ent_state(True, a + e0 * H, b + e0 * H, ip + e0, n, H, state, z, NULL, lo, hi)
         _ent_bwd_write(a + e0 * H, b + e0 * H, ip + e0, H, state, op + e0 * H, 0, n)
@@ -947,12 +946,11 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     ``is_sorted``: the indices are non-decreasing (a checked plan's cached
     count of descents is 0): then each thread runs the one-thread passes on its
     own chunk of positions, cut between segments -- no buckets."""
-    cdef Py_ssize_t t
+    cdef Py_ssize_t t, e0, e1
     cdef Py_ssize_t bounds[ENTRY_MAX_THREADS + 1]
     cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
     cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
     cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
-    cdef real* z = state + N * H
     cdef index_t* qi
     cdef real* qa
     if state == NULL:
@@ -962,18 +960,16 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     if is_sorted and T > 1:
         for t in prange(T, num_threads=T, schedule="static", chunksize=1):
             _mark_seen()
-            _ent_chunk(backward, a, b, ip, _sorted_cut(ip, E, t, T), _sorted_cut(ip, E, t + 1, T),
-                       N, H, op, state)
+            e0 = _sorted_cut(ip, E, t, T)
+            e1 = _sorted_cut(ip, E, t + 1, T)
+            if e1 > e0:
+                _ent_chunk(backward, a, b, ip, e0, e1, <Py_ssize_t>ip[e0],
+                           <Py_ssize_t>ip[e1 - 1] + 1, N, H, op, state)
         free(state)
         return 0
     if T == 1:
         _mark_seen()
-        if backward:
-            _ent_state(True, a, b, ip, E, H, state, z, NULL, 0, N)
-            _ent_bwd_write(a, b, ip, H, state, op, 0, E)
-        else:   # the exponentials kept in the output, scaled in place
-            _ent_state(False, a, NULL, ip, E, H, state, z, op, 0, N)
-            _ent_write(ip, H, z, op, op, 0, E, NULL, 1, NULL)
+        _ent_chunk(backward, a, b, ip, 0, E, 0, N, N, H, op, state)
         free(state)
         return 0
     qi = <index_t*>malloc(<size_t>E * (sizeof(index_t) + H * sizeof(real)))

@@ -59,7 +59,7 @@ def _reduce(fn: Any, a: np.ndarray, dim: Dim, keepdim: bool, dt: Any = None) -> 
 def _sum_dim0(a: np.ndarray, dim: Dim, keepdim: bool) -> np.ndarray | None:
     """``a.sum(0)`` by ``sum_rows``, or None when this is not that case (another
     dim, a layout or dtype numpy keeps, more columns than SUM_ROWS_MAX_COLS)."""
-    if not (dim == 0 or dim == (0,) or dim == -a.ndim or dim == (-a.ndim,)):
+    if _norm_dims(dim, a.ndim) != (0,):
         return None
     cols = a.size // a.shape[0]
     if a.dtype not in FLOAT_DTYPES or cols > SUM_ROWS_MAX_COLS or not a.flags.c_contiguous:
