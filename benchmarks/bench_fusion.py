@@ -14,8 +14,10 @@ thread count (default 2):
 - ``numpy`` (one ufunc per op, fresh temporaries);
 - ``torch eager`` and ``torch.compile`` (inductor, CPU; C++/OpenMP codegen).
 
-``fwd``: the chain's value.  ``fwd+bwd``: ``chain.sum()`` and its backward,
-gradients for every input read back (rtx's lazily fused gradients included).
+``fwd``: the chain's value.  ``fwd+bwd``: ``loss = chain.sum()``, its backward,
+gradients for every input read back (rtx's lazily fused gradients included),
+then the loss read (``loss.item()``, as a training loop logs it: a lazy loss
+nobody reads would never be computed).
 Before timing, every library's forward (and gradient) is compared with numpy.
 Also reported: the fused forward's peak extra memory (rtx ``memory_stats``:
 peak minus inputs and output).  Prints medians (ms) and ratios; quote them
@@ -111,8 +113,9 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
         def fwd_bwd(tg: Any = tg) -> Any:
             for t in tg:
                 t.grad = None
-            chain(*tg, n_ops, rtx).sum().backward()
-            return [t.grad.numpy() for t in tg]
+            loss = chain(*tg, n_ops, rtx).sum()
+            loss.backward()
+            return [t.grad.numpy() for t in tg] + [loss.item()]
 
         np.testing.assert_allclose(fwd(), want, rtol=1e-5, atol=1e-6)
         if backend is fz:
@@ -136,8 +139,9 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
             for t in tg:
                 t.grad = None
             with rtx.fusion.enabled():
-                chain(*tg, n_ops, rtx).sum().backward()
-                return [t.grad.numpy() for t in tg]
+                loss = chain(*tg, n_ops, rtx).sum()
+                loss.backward()
+                return [t.grad.numpy() for t in tg] + [loss.item()]
 
         np.testing.assert_allclose(fwd_on(), want, rtol=1e-5, atol=1e-6)
         cases[(name, "fwd")] = fwd_on
@@ -161,8 +165,9 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
         def t_fwd_bwd(f: Any = None, tq: Any = tq) -> Any:
             for t in tq:
                 t.grad = None
-            (f or (lambda *x: chain(*x, n_ops, torch)))(*tq).sum().backward()
-            return [t.grad for t in tq]
+            loss = (f or (lambda *x: chain(*x, n_ops, torch)))(*tq).sum()
+            loss.backward()
+            return [t.grad for t in tq] + [loss.item()]
 
         cases[("torch eager", "fwd")] = t_fwd
         cases[("torch eager", "fwd+bwd")] = t_fwd_bwd
@@ -186,7 +191,7 @@ def bench_chain(n_ops: int, args: argparse.Namespace, host: list[np.ndarray], fz
             except Exception as e:  # noqa: BLE001 - report, keep the other rows
                 print(f"# torch.compile did not compile: {type(e).__name__}: {e}",
                       file=sys.stderr)
-    # gradients agree (rtx fused vs unfused, bitwise for this arithmetic)
+    # gradients and losses agree (rtx fused vs unfused, bitwise for this arithmetic)
     gf = cases[("rtx fused", "fwd+bwd")]()
     gu = cases[("rtx unfused", "fwd+bwd")]()
     for x, y in zip(gf, gu, strict=True):

@@ -126,6 +126,13 @@ for _spec in FUSED_OPS.values():
 # Elements below which a fused call runs on one thread (waking the team costs
 # a few microseconds; 32K elements are ~10-40 us of work).
 cdef Py_ssize_t FUSED_PARALLEL_MIN = 1 << 15
+# Bytes a pass moves (its outputs and the inputs it reads in full) from which it
+# writes its outputs with non-temporal stores: past the last-level cache, the
+# first outputs are evicted before the pass ends, and a cached store first reads
+# the line it overwrites.  Measured on the 2-core Xeon VM (a 2-thread copy then a
+# read of the copy): cached stores faster up to 80 MB moved, streaming from 134 MB.
+cdef Py_ssize_t FUSED_STREAM_MIN_BYTES = 128 << 20
+cdef Py_ssize_t FUSED_STREAMED = 0     # passes that streamed (fused_stream_count)
 
 
 cdef struct FxPlan:
@@ -150,6 +157,7 @@ cdef struct FxPlan:
     char** inp          # nin base pointers
     char** outp         # nout base pointers
     int sum_reg         # the register summed (-1: none)
+    bint stream         # outputs computed in their scratch slots, then streamed out
 
 
 # ------------------------------------------------------------------ the ops
@@ -389,6 +397,22 @@ cdef void _fx_thread_init(const FxPlan* P, real** regp, real* slots) noexcept no
                 regp[r][i] = v
 
 
+cdef inline void _fx_stream_out(char* d, const char* s, Py_ssize_t nbytes) noexcept nogil:
+    """``d[0, nbytes) = s[0, nbytes)``, the 16-byte aligned middle of ``d`` with
+    non-temporal stores (the same bytes; ``rtx_store_fence`` before others read)."""
+    cdef Py_ssize_t head = (16 - <Py_ssize_t>(<size_t>d & 15)) & 15
+    cdef Py_ssize_t body
+    if head > nbytes:
+        head = nbytes
+    body = (nbytes - head) & ~(<Py_ssize_t>15)
+    if head:
+        memcpy(d, s, <size_t>head)
+    if body:
+        rtx_stream_copy(d + head, s + head, <size_t>body)
+    if head + body < nbytes:
+        memcpy(d + head + body, s + head + body, <size_t>(nbytes - head - body))
+
+
 cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
                     Py_ssize_t n, real* sum_dst) noexcept nogil:
     """Run the program over elements ``start .. start+n`` (``n <= P.block``);
@@ -405,7 +429,10 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
             _fx_gather(regp[r], <const real*>P.inp[r], P.strides + r * P.nd, P.shape,
                        P.nd, start, n)
     for r in range(P.nout):
-        regp[P.out_regs[r]] = (<real*>P.outp[r]) + start
+        if P.stream:
+            regp[P.out_regs[r]] = slots + P.out_regs[r] * P.block
+        else:
+            regp[P.out_regs[r]] = (<real*>P.outp[r]) + start
     if sum_dst != NULL:
         regp[P.sum_reg] = sum_dst
     for k in range(P.ninstr):
@@ -418,6 +445,11 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
         else:
             imm = <real>P.imms[ins[5]] if ins[5] >= 0 else 0
             _fx_unary(op, regp[ins[1]], regp[ins[2]], imm, n)
+    if P.stream:
+        for r in range(P.nout):
+            _fx_stream_out(P.outp[r] + start * <Py_ssize_t>sizeof(real),
+                           <const char*>(slots + P.out_regs[r] * P.block),
+                           n * <Py_ssize_t>sizeof(real))
 
 
 cdef inline void _fx_block_at(const FxPlan* P, real** regp, real* slots,
@@ -440,6 +472,8 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         _fx_thread_init(P, regp_all, <real*>scratch)
         for b in range(nblocks):
             _fx_block_at(P, regp_all, <real*>scratch, b)
+        if P.stream:
+            rtx_store_fence()
         return
     with parallel(num_threads=nt):
         tid = rtx_omp_thread_num()
@@ -448,6 +482,8 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         _fx_thread_init(P, regp, slots)
         for b in prange(nblocks, schedule="dynamic", chunksize=8):
             _fx_block_at(P, regp, slots, b)
+        if P.stream:
+            rtx_store_fence()   # this thread's streamed stores, before the join
 
 
 # ------------------------------------------------ the sum in numpy's order
@@ -584,6 +620,8 @@ cdef void _fx_execute_sum(real* tag, const FxPlan* P, char* scratch, Py_ssize_t 
         _fx_thread_init(P, regp_all, slots)
         for c in range(nchunks):
             _fx_sum_chunk(P, regp_all, slots, buf, starts, sizes, part, c, stored)
+        if P.stream:
+            rtx_store_fence()
     else:
         with parallel(num_threads=nt):
             tid = rtx_omp_thread_num()
@@ -593,6 +631,8 @@ cdef void _fx_execute_sum(real* tag, const FxPlan* P, char* scratch, Py_ssize_t 
             _fx_thread_init(P, regp, slots)
             for c in prange(nchunks, schedule="dynamic", chunksize=1):
                 _fx_sum_chunk(P, regp, slots, buf, starts, sizes, part, c, stored)
+            if P.stream:
+                rtx_store_fence()   # this thread's streamed stores, before the join
     result[0] = zero + _fx_sum_combine(part, P.total, &k)
 
 
@@ -695,13 +735,16 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     temporary register) the sum of that register over the whole output, in
     numpy's order, is written to ``sum_out`` (one element of the dtype); then
     ``outputs`` may be empty.  Raises ``TypeError`` / ``ValueError`` before
-    anything is written when any part is inconsistent.
+    anything is written when any part is inconsistent.  A pass that moves at
+    least ``get_fused_stream_min_bytes()`` writes its outputs with non-temporal
+    stores (the same bits).
     """
+    global FUSED_STREAMED
     cdef cnp.ndarray pa, oa, x
     cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
     cdef int nt, typenum, nz
     cdef bint summing
-    cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes
+    cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes, moved
     cdef Py_ssize_t nchunks = 0, o_cst, o_csz, o_part
     cdef Py_ssize_t* cst_c
     cdef float sum_f = 0
@@ -958,6 +1001,19 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         P.inp = inp_c
         P.outp = outp_c
         P.sum_reg = sum_reg
+        # stream the outputs of a pass that moves more than the cache holds (not
+        # when the summed register is stored: its sum reads that output back)
+        moved = nout
+        for i in range(nin):
+            if dir_c[i] != FX_SPLAT:
+                moved += 1
+        P.stream = (RTX_HAVE_STREAM and nout > 0
+                    and moved * total * itemsize >= FUSED_STREAM_MIN_BYTES)
+        for j in range(nout):
+            if outr_c[j] == sum_reg:
+                P.stream = False
+        if P.stream:
+            FUSED_STREAMED += 1
         if summing:
             _fx_sum_chunks(0, total, cst_c, csz_c, 0)
         # 64-byte aligned scratch slots
@@ -978,6 +1034,30 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
             sum_out.flat[0] = sum_f if itemsize == 4 else sum_d
     finally:
         free(block_c)
+
+
+def fused_stream_count():
+    #: -> int
+    """How many fused passes wrote their outputs with non-temporal stores."""
+    return FUSED_STREAMED
+
+
+def get_fused_stream_min_bytes():
+    #: -> int
+    """Bytes a fused pass moves (outputs and full inputs) from which it writes its
+    outputs with non-temporal stores (the same bits)."""
+    return FUSED_STREAM_MIN_BYTES
+
+
+def set_fused_stream_min_bytes(Py_ssize_t n):
+    #: -> int
+    """Set the fused kernels' streaming threshold (bytes); returns the old one."""
+    global FUSED_STREAM_MIN_BYTES
+    if n < 0:
+        raise ValueError("the threshold must be >= 0")
+    old = FUSED_STREAM_MIN_BYTES
+    FUSED_STREAM_MIN_BYTES = n
+    return old
 
 
 def get_fused_parallel_min():

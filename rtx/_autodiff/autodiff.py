@@ -118,9 +118,10 @@ class Autodiff:
                             vc = t._vc = [0]
                         vs.append((vc, vc[0], i, t._value))
                         if mark is not None:
-                            mark(t._value)  # (the version entry holds it)
+                            # (the version entry holds it; released with ctx)
+                            mark(t._value, ctx)
                     if mark is not None:
-                        mark(out if i < 0 else prims[i])  # (ctx holds it)
+                        mark(out if i < 0 else prims[i], ctx)  # (ctx holds it)
                 if vs:
                     n.versions = vs
             elif sv is None:

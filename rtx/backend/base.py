@@ -131,9 +131,11 @@ class Backend(ElementwiseOps, ActivationOps, ReductionOps, LinalgOps, ShapeOps, 
             return src.lower(p)
         raise TypeError(f"tensors live on different backends ({src.name} vs {self.name})")
 
-    def mark_saved(self, p: Any) -> None:
-        """The tape saved ``p`` (an op's input or output) for a backward rule.
-        Called only when ``MARKS_SAVED``; the default does nothing."""
+    def mark_saved(self, p: Any, holder: Any) -> None:
+        """The tape saved ``p`` (an op's input or output) for a backward rule, in
+        ``holder`` (the node's saved state): ``p`` counts as saved while
+        ``holder`` lives.  Called only when ``MARKS_SAVED``; the default does
+        nothing."""
 
     # -------------------------------------------------------------- queries
     @query

@@ -46,6 +46,7 @@ from .ir import (
     KERNEL_OPS,
     MAX_NODES,
     PREDICATES,
+    TOTAL_OPS,
     Lazy,
     leaf,
     result_dtype,
@@ -83,6 +84,7 @@ class Fusion(Backend):
             raise ValueError("min_elements must be >= 0")
         self.min_elements = int(min_elements)
         self._pending: weakref.WeakSet[Lazy] = weakref.WeakSet()
+        self._totals: weakref.WeakSet[Lazy] = weakref.WeakSet()   # pending sums and means
         self._lock = threading.RLock()
         self._cache = ProgramCache()
         self.stats = {"kernel_calls": 0, "cache_hits": 0, "cache_misses": 0,
@@ -119,12 +121,16 @@ class Fusion(Backend):
 
     MARKS_SAVED = True
 
-    def mark_saved(self, p: Any) -> None:
-        """Counted on a pending node: a pass that finds only the tape holding it may
-        leave it pending, to be recomputed inside the backward's pass
-        (``compile.stored``)."""
+    def mark_saved(self, p: Any, holder: Any) -> None:
+        """Counted on a pending node while ``holder`` lives (``Lazy.saved``): a pass
+        that finds only the tape holding it may leave it pending, to be recomputed
+        inside the backward's pass (``compile.stored``)."""
         if type(p) is Lazy and p.value is None:
-            p.saved += 1
+            ref = weakref.ref(holder)
+            if p.savers is None:
+                p.savers = [ref]
+            else:
+                p.savers.append(ref)
 
     def adopt(self, p: Any, src: Backend) -> Any:
         """An inner primitive as a (materialised) lazy leaf; see ``Backend.adopt``."""
@@ -218,11 +224,14 @@ class Fusion(Backend):
 
     # ------------------------------------------------------- materialising
     def _force(self, p: Lazy) -> Any:
-        """``p``'s inner primitive, running its pending expression if needed."""
+        """``p``'s inner primitive, running its pending expression if needed (with
+        a pending total of an expression of ``p``'s shape, in the same pass)."""
         if p.value is None:
             with self._lock:
                 if p.value is None:
-                    if p.dtype == _BOOL:
+                    if p.op in TOTAL_OPS:
+                        self._run_safely([], p)
+                    elif p.dtype == _BOOL:
                         # a comparison someone wants as a bool array: run it eagerly
                         # on its (fused) operands
                         vals = [self._force(a) if type(a) is Lazy else a for a in p.args]
@@ -230,65 +239,131 @@ class Fusion(Backend):
                         p.args = None
                         self._pending.discard(p)
                     else:
-                        self._run_safely([p])
+                        self._run_safely([p], self._total_for(p.shape, p.ctype, p.size))
         return p.value
 
+    def _total_for(self, shape: tuple[int, ...], T: Any, size: int) -> Lazy | None:
+        """The oldest pending total (``TOTAL_OPS``) of an expression of this shape
+        and ctype that fits in one pass beside ``size`` nodes, or None."""
+        best = None
+        for t in list(self._totals):
+            a = t.args[0] if t.value is None else None
+            if (a is not None and a.shape == shape and a.ctype == T
+                    and a.size + size <= MAX_PASS_NODES and (best is None or t.seq < best.seq)):
+                best = t
+        return best
+
     def flush(self) -> None:
-        """Materialise every pending expression something still holds."""
+        """Materialise every pending expression something still holds; a pending
+        total runs in the first pass over expressions of its operand's shape."""
         with self._lock:
             while True:
                 roots = tops(self._pending)
                 if not roots:
                     return
                 groups: dict[Any, list[Lazy]] = {}
+                totals: list[Lazy] = []
                 for n in roots:
-                    groups.setdefault((n.shape, n.ctype, n.dtype == _BOOL), []).append(n)
+                    if n.op in TOTAL_OPS:
+                        totals.append(n)
+                        groups.setdefault((n.args[0].shape, n.args[0].ctype, False), [])
+                    else:
+                        groups.setdefault((n.shape, n.ctype, n.dtype == _BOOL), []).append(n)
                 del roots
-                for (_, _, is_bool), nodes in groups.items():
+                for (shape, ctype, is_bool), nodes in groups.items():
                     if is_bool:
                         for n in nodes:
                             self._force(n)
-                    else:
-                        # passes of at most MAX_PASS_NODES nodes: thousands of live
-                        # results of one shape never make a program larger than
-                        # the kernel's register file
-                        batch: list[Lazy] = []
-                        total = 0
-                        for n in nodes:
-                            if batch and total + n.size > MAX_PASS_NODES:
-                                self._run_safely(batch)
-                                batch, total = [], 0
-                            batch.append(n)
-                            total += n.size
-                        if batch:
-                            self._run_safely(batch)
-                        del batch
-                del groups
+                        continue
+                    # passes of at most MAX_PASS_NODES nodes: thousands of live
+                    # results of one shape never make a program larger than the
+                    # kernel's register file; the oldest total of this shape
+                    # joins the first.  Nodes only the tape holds are stored
+                    # too (not left to recompute): the flush would otherwise
+                    # run again for each of them.
+                    red = next((t for t in totals if t.args is not None
+                                and t.args[0].shape == shape and t.args[0].ctype == ctype),
+                               None)
+                    batch: list[Lazy] = []
+                    total = 0 if red is None else red.args[0].size
+                    for n in nodes:
+                        if (batch or red is not None) and total + n.size > MAX_PASS_NODES:
+                            self._run_safely(batch, red, recompute=False)
+                            batch, total, red = [], 0, None
+                        batch.append(n)
+                        total += n.size
+                    if batch or red is not None:
+                        self._run_safely(batch, red, recompute=False)
+                    del batch, red
+                del groups, totals   # totals left pending: the next round
 
-    def _run_safely(self, roots: list[Lazy]) -> None:
+    def _run_safely(self, roots: list[Lazy], red: Lazy | None = None,
+                    recompute: bool = True) -> None:
         """``_run``, and if the fused pass fails, the same nodes evaluated op by op
         on the inner backend: a pending expression the fused kernel refuses must
         never stay pending, or every later materialisation on this backend (each
         finishes all pending work first) would fail on it too."""
         try:
-            self._run(roots)
+            self._run(roots, red, recompute)
         except Exception:  # e.g. the kernel refusing a program; not KeyboardInterrupt
             self.stats["unfused_fallbacks"] += 1
-            self._run_unfused(roots)
+            if red is not None and red.value is None:
+                self._run_unfused(roots + [red.args[0]])
+                self._set_total(red, getattr(self.inner, red.op)(red.args[0].value))
+            else:
+                self._run_unfused(roots)
 
-    def _run(self, roots: list[Lazy]) -> None:
+    def _run(self, roots: list[Lazy], red: Lazy | None = None,
+             recompute: bool = True) -> None:
         """Materialise ``roots`` (one shape and ctype, none inside another's DAG)
         in one fused pass; nodes inside their DAG that something else holds are
-        stored by the same pass."""
-        order, index, uses = collect(roots, self._force)
-        if order:
-            self._execute(order, index, stored(order, index, uses, roots), roots[0].shape,
-                          roots[0].ctype)
+        stored by the same pass.  With ``red`` (a pending total of an expression
+        of that shape), the pass also sums that expression (numpy's order: the
+        inner backend's bits), storing it only if something besides ``red``
+        holds it.  ``recompute``: see ``compile.stored``."""
+        order, index, uses = self._collect(roots if red is None else roots + [red.args[0]])
+        if red is not None and (red.value is not None or red.args[0].value is not None):
+            # a root reads the total (collect ran its pass), or a pass collect ran
+            # stored its operand: the total needs no share of this one
+            if red.value is None:
+                self._set_total(red, getattr(self.inner, red.op)(red.args[0].value))
+            red = None
+            order, index, uses = self._collect(roots)
+        if not order:
+            return
+        shape, T = order[0].shape, order[0].ctype
+        if red is None:
+            self._execute(order, index, stored(order, index, uses, roots, None, recompute),
+                          shape, T)
+            return
+        pos = index[id(red.args[0])]
+        total = self._execute(order, index, stored(order, index, uses, roots, pos, recompute),
+                              shape, T, summed=pos)
+        if red.op == "mean":
+            # numpy's mean: true_divide by an intp count into the sum's float buffer
+            np.true_divide(total, np.intp(math.prod(shape)), out=total, casting="unsafe")
+        self._set_total(red, self.inner.from_numpy(total))
+
+    def _collect(self, roots: list[Lazy]) -> tuple[list[Lazy], dict[int, int], list[int]]:
+        """``collect``, again if the passes it ran for other operands (a pending
+        total is one: its operand has this shape) stored nodes it had walked."""
+        while True:
+            order, index, uses = collect(roots, self._force)
+            if all(n.value is None for n in order):
+                return order, index, uses
+
+    def _set_total(self, red: Lazy, value: Any) -> None:
+        red.value = value
+        red.args = None
+        self._pending.discard(red)
+        self._totals.discard(red)
 
     def _run_unfused(self, roots: list[Lazy]) -> None:
         """Every pending node under ``roots`` computed by the inner backend's own
         op (same op, operands and order: IEEE-exact ops give the fused bits,
         transcendentals the inner backend's rounding)."""
+        if not roots:
+            return
         order, _, _ = collect(roots, self._force)
         B = self.inner
         for n in order:
@@ -351,40 +426,36 @@ class Fusion(Backend):
 
     def sum(self, a: Any, dim: Any = None, keepdim: bool = False) -> Any:
         """A pending float expression summed over all its elements (a loss:
-        ``chain.sum()``) is summed inside the fused pass that computes it, in
-        numpy's order (the CPU backend's bits), without storing it: it stays
-        pending and is computed again only if something reads it later.  Nodes
-        under it that something else holds are stored by that pass as usual.
-        Every other sum is forwarded to the inner backend."""
-        total = self._fused_total(a, dim, keepdim)
-        if total is None:
-            return self.forward("sum", a, dim, keepdim)
-        return self._wrap(self.inner.from_numpy(total))
+        ``chain.sum()``) is a pending total: it is summed, in numpy's order (the
+        CPU backend's bits), by the first pass over an expression of its
+        operand's shape -- the backward's, when the loss is not read before --
+        or when it is read; the operand is stored only if something else holds
+        it.  Every other sum is forwarded to the inner backend."""
+        if self._total_applies(a, dim, keepdim):
+            return self._record_total("sum", a)
+        return self.forward("sum", a, dim, keepdim)
 
     def mean(self, a: Any, dim: Any = None, keepdim: bool = False) -> Any:
-        """Like ``sum``: the fused sum divided by the element count as numpy's
+        """Like ``sum``: the pending total divided by the element count as numpy's
         ``mean`` divides (``true_divide`` by an ``intp`` count into the sum's
         float buffer), so the CPU backend's bits."""
-        total = self._fused_total(a, dim, keepdim)
-        if total is None:
-            return self.forward("mean", a, dim, keepdim)
-        np.true_divide(total, np.intp(math.prod(a.shape)), out=total, casting="unsafe")
-        return self._wrap(self.inner.from_numpy(total))
+        if self._total_applies(a, dim, keepdim):
+            return self._record_total("mean", a)
+        return self.forward("mean", a, dim, keepdim)
 
-    def _fused_total(self, a: Any, dim: Any, keepdim: bool) -> Any:
-        """``a``'s sum as a 0-d array from a fused pass, or None where that does not
-        apply (not a whole-tensor sum of a pending float expression, an inner
-        backend that sums in another order, a pass the kernel refuses)."""
-        if (dim is None and not keepdim and type(a) is Lazy and a.value is None
-                and a.dtype in _FLOATS and a.ctype == a.dtype and math.prod(a.shape)
-                and self._numpy_reductions):
-            with self._lock:
-                if a.value is None:
-                    try:
-                        return self._run_sum(a)
-                    except Exception:  # e.g. the kernel refusing a program: sum unfused
-                        self.stats["unfused_fallbacks"] += 1
-        return None
+    def _total_applies(self, a: Any, dim: Any, keepdim: bool) -> bool:
+        """Whether ``a``'s sum is a pending total: a whole-tensor sum of a pending
+        float expression, over an inner backend that sums in numpy's order."""
+        return (dim is None and not keepdim and type(a) is Lazy and a.value is None
+                and a.op not in TOTAL_OPS and a.dtype in _FLOATS and a.ctype == a.dtype
+                and math.prod(a.shape) > 0 and self._numpy_reductions)
+
+    def _record_total(self, op: str, a: Lazy) -> Lazy:
+        node = Lazy((), a.dtype, a.ctype, op, (a,), None, None, 1)
+        with self._lock:
+            self._pending.add(node)
+            self._totals.add(node)
+        return node
 
     @property
     def _numpy_reductions(self) -> bool:
@@ -393,17 +464,6 @@ class Fusion(Backend):
         cls = type(self.inner)
         return (getattr(cls, "sum", None) is CpuReduction.sum
                 and getattr(cls, "mean", None) is CpuReduction.mean)
-
-    def _run_sum(self, a: Lazy) -> Any:
-        """``a``'s sum (a 0-d array) from one fused pass over its DAG, which also
-        stores the nodes under ``a`` held from outside; ``a`` itself is stored only
-        when the tape saved it, else it stays pending."""
-        order, index, uses = collect([a], self._force)
-        pos = index[id(a)]
-        outputs = tuple(i for i in stored(order, index, uses, []) if i != pos)
-        if a.saved:
-            outputs += (pos,)
-        return self._execute(order, index, outputs, a.shape, a.ctype, summed=pos)
 
     def _record_param(self, op: str, a: Any, value: Any) -> Any:
         """An op with one scalar parameter (the kernel's immediate): recorded for a

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..backend._program import MAX_REGS, Node, Program, compile_program
-from .ir import _BOOL, _F32, Lazy, _Sentinel
+from .ir import _BOOL, _F32, TOTAL_OPS, Lazy, _Sentinel
 
 __all__ = ["MAX_PASS_NODES", "MAX_REGS", "ProgramCache", "collect", "compile_program",
            "lower_dag", "stored"]
@@ -40,8 +40,9 @@ RECOMPUTE_MAX_NODES = 16
 def collect(roots: list[Lazy], force: Callable[[Lazy], Any]
             ) -> tuple[list[Lazy], dict[int, int], list[int]]:
     """The pending DAG under ``roots`` in topological order (operands of another
-    shape or dtype are materialised first by ``force``: their own pass), each
-    node's position, and how often each is an operand inside the DAG."""
+    shape or dtype, and pending totals, are materialised first by ``force``:
+    their own pass), each node's position, and how often each is an operand
+    inside the DAG."""
     shape, T = roots[0].shape, roots[0].ctype
     order: list[Lazy] = []
     index: dict[int, int] = {}
@@ -60,7 +61,8 @@ def collect(roots: list[Lazy], force: Callable[[Lazy], Any]
         stack.append((n, True))
         for a in reversed(n.args):
             if type(a) is Lazy and a.value is None and id(a) not in index:
-                if a.shape == shape and a.ctype == T and a.dtype in (T, _BOOL):
+                if (a.shape == shape and a.ctype == T and a.dtype in (T, _BOOL)
+                        and a.op not in TOTAL_OPS):
                     stack.append((a, False))
                 else:
                     force(a)   # a broadcast (smaller) operand: its own pass
@@ -75,7 +77,8 @@ def collect(roots: list[Lazy], force: Callable[[Lazy], Any]
 
 
 def stored(order: list[Lazy], index: dict[int, int], uses: list[int],
-           roots: list[Lazy]) -> tuple[int, ...]:
+           roots: list[Lazy], summed: int | None = None,
+           recompute: bool = True) -> tuple[int, ...]:
     """Positions in ``order`` of the nodes a fused pass must store: the roots,
     and every node referenced from outside the DAG (a user's tensor, the
     autograd tape, another pending expression) -- except a node that only the
@@ -84,7 +87,11 @@ def stored(order: list[Lazy], index: dict[int, int], uses: list[int],
     registers from the same operands (the same bits), which saves writing it
     out and reading it back.  A node's references are the DAG's own
     (``uses``), this frame's (``order``, ``n``, getrefcount's argument: measured
-    on a sentinel held the same way) and external ones."""
+    on a sentinel held the same way) and external ones.  ``summed``: the position
+    of the node a pending total (``TOTAL_OPS``) reads, which this pass sums: that
+    total's reference to it is not an external one.  ``recompute=False`` (a
+    flush, which materialises everything held anyway) stores the tape's nodes
+    too."""
     order.append(_Sentinel((), _F32, None, None, (), None, None))
     n = order[len(order) - 1]
     base = sys.getrefcount(n)
@@ -95,7 +102,9 @@ def stored(order: list[Lazy], index: dict[int, int], uses: list[int],
         n = order[i]
         ext[i] = sys.getrefcount(n) - base - uses[i]
     del n
-    keep = _recomputable(order, index, ext, root_ids)
+    if summed is not None:
+        ext[summed] -= 1
+    keep = _recomputable(order, index, ext, root_ids) if recompute else set()
     return tuple(i for i in range(len(order))
                  if id(order[i]) in root_ids or (ext[i] > 0 and i not in keep))
 

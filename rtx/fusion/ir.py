@@ -33,16 +33,21 @@ MAX_NODES = 256
 # "copy" also backs Fusion's broadcast_to (a stride-0 read of its operand).
 KERNEL_OPS: dict[str, FusedOp] = {n: s for n, s in FUSED_OPS.items() if n in Backend.OPS}
 PREDICATES = frozenset(n for n, s in KERNEL_OPS.items() if s.predicate)
+# A pending whole-tensor sum or mean of a pending float expression (0-d, its one
+# operand that expression): computed by a pass over its operand's DAG, never an
+# op of a program (``Fusion.sum``).
+TOTAL_OPS = frozenset(("sum", "mean"))
 
 _SEQ = itertools.count()
 
 
 class Lazy:
-    """A Fusion primitive: a leaf holding an inner primitive (``value``), or a
-    pending elementwise op over other ``Lazy`` nodes and Python scalars."""
+    """A Fusion primitive: a leaf holding an inner primitive (``value``), a
+    pending elementwise op over other ``Lazy`` nodes and Python scalars, or a
+    pending total (``TOTAL_OPS``) of one pending node."""
 
     __slots__ = ("shape", "dtype", "ctype", "op", "args", "imm", "value", "size", "seq",
-                 "saved", "__weakref__")
+                 "savers", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, ctype: Any, op: Any,
                  args: Any, imm: Any, value: Any, size: int = 0) -> None:
@@ -55,7 +60,14 @@ class Lazy:
         self.value = value
         self.size = size        # pending nodes under this one (an upper bound)
         self.seq = next(_SEQ)   # creation order: flush() plans in a deterministic order
-        self.saved = 0          # how many times the tape saved it (Fusion.mark_saved)
+        self.savers: list[Any] | None = None   # weakrefs to the tape's holders of it
+
+    @property
+    def saved(self) -> int:
+        """How many of the tape's references hold it now (``Fusion.mark_saved``:
+        one per mark whose holder, a node's saved state, is not yet released)."""
+        s = self.savers
+        return 0 if s is None else sum(1 for r in s if r() is not None)
 
     @property
     def pending(self) -> bool:

@@ -3,6 +3,7 @@ determinism and the fused kernel's boundary checks."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -587,6 +588,97 @@ def test_fused_eval_checks_each_variant_of_a_validated_program():
     _kernels.fused_eval(prog, 4, [a], np.array([0.25]), np.array([0.1]), [r[1]], [3], (8,), 1)
     np.testing.assert_array_equal(r[0], r[1])
     np.testing.assert_array_equal(r[0], np.where(a + 0.25 > 0, a + 0.25, (a + 0.25) * 0.1))
+
+
+@pytest.fixture
+def streamed():
+    """Every fused pass streams its outputs (non-temporal stores)."""
+    old = _kernels.set_fused_stream_min_bytes(0)
+    yield
+    _kernels.set_fused_stream_min_bytes(old)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,nt,block,offset", [
+    pytest.param(1, 1, 2048, 0, marks=pytest.mark.valgrind),
+    pytest.param(37, 2, 16, 1, marks=pytest.mark.valgrind),
+    pytest.param(1000, 3, 64, 3, marks=pytest.mark.valgrind),
+    (40_961, 2, 2048, 1), (300_007, 2, 333, 2)])
+@pytest.mark.parametrize("summed", [False, True])
+def test_fused_eval_streamed_outputs_have_the_cached_bits(dtype, n, nt, block, offset, summed):
+    # two outputs (an intermediate and the result) computed in their scratch slots
+    # and streamed out: the bytes of the direct stores, for outputs off the 16-byte
+    # grid (``offset`` elements into a buffer), one block, many and a short last
+    # one; with a sum of an unstored register beside them
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal(n).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    prog = _prog([[MUL, 3, 0, 1, -1, -1], [ADD, 4, 3, 2, -1, -1], [LEAKY, 5, 4, -1, -1, 0]])
+    got = []
+    for stream in (False, True):
+        old = _kernels.set_fused_stream_min_bytes(0 if stream else 1 << 62)
+        try:
+            bufs = [np.full(n + offset + 1, -7, dtype) for _ in range(2)]
+            outs = [buf[offset:offset + n] for buf in bufs]
+            total = np.full((), -1, dtype)
+            count = _kernels.fused_stream_count()
+            kw = dict(sum_reg=4, sum_out=total) if summed else {}
+            _kernels.fused_eval(prog, 6, [a, b], [0.5], [0.1], outs, [3, 5], (n,), nt, block,
+                                **kw)
+            assert _kernels.fused_stream_count() - count == int(stream)
+        finally:
+            _kernels.set_fused_stream_min_bytes(old)
+        for buf in bufs:                     # nothing written outside the outputs
+            assert (buf[:offset] == -7).all() and buf[-1] == -7
+        got.append((outs, total))
+    (cached, t0), (streamed_, t1) = got
+    for c, s in zip(cached, streamed_, strict=True):
+        assert c.tobytes() == s.tobytes()
+    r = a * b + dtype(0.5)
+    np.testing.assert_array_equal(cached[0], a * b)
+    np.testing.assert_array_equal(cached[1], np.where(r > 0, r, r * dtype(0.1)))
+    if summed:
+        assert t0.tobytes() == t1.tobytes() == np.add.reduce(r).tobytes()
+
+
+def test_fused_eval_does_not_stream_a_summed_register_it_stores(streamed):
+    # its sum reads the stored output back: that pass keeps cached stores
+    prog, nregs, inputs, consts, want = _sum_case(50_000, np.float32)
+    count = _kernels.fused_stream_count()
+    total, outs = _summed(prog, nregs, inputs, consts, (50_000,), 2, 2048, stored=True)
+    assert _kernels.fused_stream_count() == count
+    assert total.tobytes() == want.tobytes()
+    total, _ = _summed(prog, nregs, inputs, consts, (50_000,), 2, 2048, stored=False)
+    assert _kernels.fused_stream_count() == count      # no outputs: nothing to stream
+    assert total.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_training_steps_stream_with_the_unfused_bits(dt, streamed):
+    # the mode's forward + backward, every pass streamed: the CPU backend's bits
+    rng = np.random.default_rng(8)
+    host = [rng.standard_normal(40_000).astype(dt) for _ in range(4)]   # recorded
+
+    def step(fused):
+        ts = [rtx.tensor(h, requires_grad=True) for h in host]
+        with rtx.fusion.enabled() if fused else contextlib.nullcontext():
+            loss = (rtx.leaky_relu(ts[0] + ts[1], 0.01) * ts[2] - ts[3]).mean()
+            loss.backward()
+        return [t.grad.numpy() for t in ts] + [loss.numpy()]
+
+    f = rtx.fusion.fusion_for(rtx.get_default_backend())
+    calls, count = f.cache_info()["kernel_calls"], _kernels.fused_stream_count()
+    got = step(True)
+    calls = f.cache_info()["kernel_calls"] - calls
+    assert calls >= 1 and _kernels.fused_stream_count() - count >= calls
+    for g, want in zip(got, step(False), strict=True):
+        assert g.tobytes() == want.tobytes()
+
+
+def test_the_stream_threshold_is_checked():
+    with pytest.raises(ValueError):
+        _kernels.set_fused_stream_min_bytes(-1)
+    assert _kernels.get_fused_stream_min_bytes() == 128 << 20
 
 
 # ------------------------------- a register summed in numpy's order (sum_reg)

@@ -8,6 +8,7 @@ backend's (the same ops: bitwise for IEEE-exact chains)."""
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -424,8 +425,9 @@ def test_a_write_before_backward_leaves_the_saved_values_as_they_were(base):
         with rtx.no_grad():
             ts[3].add_(1.0)            # d: not saved, but the pending nodes read a..c
         loss.backward()
-    # the leaky_relu's input was materialised before d changed; its gradients are
-    # those of the values at the forward
+    # the pending loss and the leaky_relu's input were materialised before d
+    # changed; the loss and the gradients are those of the values at the forward
+    assert loss.numpy().tobytes() == ref_loss.numpy().tobytes()
     for g, want in zip(_grads(ts), ref, strict=True):
         np.testing.assert_array_equal(g, want)
 
@@ -439,20 +441,24 @@ def _outputs(f):
 @pytest.mark.parametrize("chain", [_chain4, _chain8])
 def test_values_only_the_tape_holds_are_recomputed_not_stored(dtype, chain, base):
     # a + b and leaky_relu(a + b) are saved for backward (leaky_relu's input,
-    # mul's operand), and the leaves are the user's tensors: the forward's pass
-    # stores nothing (the root is summed in it), the backward's pass computes
-    # them again in registers
+    # mul's operand), and the leaves are the user's tensors: nothing is stored
+    # but the gradients; the backward's pass computes them again in registers
+    # (and sums the pending loss)
     ts = _leaves(dtype)
-    chain(*ts).sum().backward()
+    ref_loss = chain(*ts).sum()
+    ref_loss.backward()
     ref = _grads(ts)
     with rtx.fusion.enabled() as f:
         y = chain(*ts)
         o0, n0 = _outputs(f), _calls(f)
-        loss = y.sum()                             # one pass, y summed, not stored
-        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 0)
-        assert y._value.pending
+        loss = y.sum()                             # a pending total: no pass yet
+        assert (_calls(f) - n0, _outputs(f) - o0) == (0, 0)
+        assert y._value.pending and loss._value.pending
         del y
-        loss.backward()
+        loss.backward()                            # the leaves' home: one flush
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 4)   # the four gradients
+        assert not loss._value.pending
+    assert loss.numpy().tobytes() == ref_loss.numpy().tobytes()
     got = _grads(ts)
     for g, want in zip(got, ref, strict=True):
         np.testing.assert_array_equal(g, want)     # the same bits as unfused
@@ -462,12 +468,19 @@ def test_a_value_the_user_also_holds_is_stored(base):
     ts = _leaves(np.float32)
     with rtx.fusion.enabled() as f:
         s = ts[0] + ts[1]                          # saved by leaky_relu, held by the user
-        y = rtx.leaky_relu(s, 0.1) * ts[2]
-        o0 = _outputs(f)
-        y.sum()
-        assert _outputs(f) - o0 == 1               # s (y is summed in the pass)
-        assert not s._value.pending
-        assert y._value.pending
+        z = rtx.leaky_relu(s, 0.1) * ts[2]         # held by its total alone
+        zr = weakref.ref(z._value)
+        loss = z.sum()
+        del z
+        o0, n0 = _outputs(f), _calls(f)
+        loss.backward()                            # one pass: the loss, s, 3 gradients
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 4)
+        assert not s._value.pending and zr() is None
+        y = rtx.leaky_relu(s.detach(), 0.1) * ts[3]   # held by the user
+        loss = y.sum()
+        loss.backward()                            # one pass: the loss, y, 1 gradient
+        assert (_calls(f) - n0, _outputs(f) - o0) == (2, 6)
+        assert not y._value.pending
 
 
 def test_a_value_over_a_temporary_is_stored(base):
@@ -476,10 +489,10 @@ def test_a_value_over_a_temporary_is_stored(base):
     # leaky_relu(a + b) is recomputed from it
     a, b, c = _leaves(np.float32, k=3)
     with rtx.fusion.enabled() as f:
-        y = rtx.leaky_relu(a.reshape(N // 2, 2).reshape(N) + b, 0.1) * c
-        o0 = _outputs(f)
-        loss = y.sum()
-        assert _outputs(f) - o0 == 1               # a + b (y is summed in the pass)
+        loss = (rtx.leaky_relu(a.reshape(N // 2, 2).reshape(N) + b, 0.1) * c).sum()
+        o0, n0 = _outputs(f), _calls(f)
+        f.lower(loss._value)                       # the loss's own pass
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 1)   # a + b; the product summed
         loss.backward()
     an, bn, cn = (t.numpy() for t in (a, b, c))
     s = an + bn
@@ -495,7 +508,22 @@ def test_saved_marks_count_the_tapes_references():
         y = s * s                                  # mul saves both operands
         # ctx.a, ctx.b and the two version entries
         assert s._value.saved == 4
-        del y
+        z = s + 2.0                                # add saves nothing
+        z.sum().backward(retain_graph=True)        # (y is not on this graph)
+        assert s._value.saved == 4
+        y.sum().backward()                         # releases mul's saved state
+        assert s._value.saved == 0
+        del y, z
+
+
+def test_a_flush_stores_the_tapes_values_in_its_one_pass(base):
+    ts = _leaves(np.float32)
+    with rtx.fusion.enabled() as f:
+        y = _chain4(*ts)                           # a + b, leaky_relu(a + b) saved
+        o0, n0 = _outputs(f), _calls(f)
+        f.flush()
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 3)
+        assert not y._value.pending
 
 
 # ------------------------------------- a loss summed inside the pass that computes it
@@ -515,8 +543,11 @@ def test_a_loss_sum_is_fused_into_its_chains_pass_with_the_unfused_bits(reduce, 
     with rtx.fusion.enabled() as f:
         s0, o0, n0 = _sums(f), _outputs(f), _calls(f)
         loss = getattr(chain(*ts), reduce)()
-        assert (_sums(f) - s0, _calls(f) - n0, _outputs(f) - o0) == (1, 1, 0)
+        assert (_sums(f) - s0, _calls(f) - n0, _outputs(f) - o0) == (0, 0, 0)
         loss.backward()
+        # the forward and the backward in one pass: the loss summed, the four
+        # gradients stored
+        assert (_sums(f) - s0, _calls(f) - n0, _outputs(f) - o0) == (1, 1, 4)
     assert loss.numpy().tobytes() == ref_loss.numpy().tobytes()
     for g, want in zip(_grads(ts), ref, strict=True):
         np.testing.assert_array_equal(g, want)
@@ -550,7 +581,7 @@ def test_a_write_after_the_sum_finishes_the_summed_value_first(base):
         assert s.numpy().tobytes() == np.add.reduce(want).tobytes()
 
 
-def test_a_summed_value_the_tape_saved_is_stored_by_the_same_pass(base):
+def test_a_summed_value_only_the_tape_holds_is_recomputed_not_stored(base):
     ts = _leaves(np.float32)
     y = _chain4(*ts)
     (y.sum() + (y * ts[0]).sum()).backward()
@@ -558,10 +589,14 @@ def test_a_summed_value_the_tape_saved_is_stored_by_the_same_pass(base):
     with rtx.fusion.enabled() as f:
         y = _chain4(*ts)
         w = y * ts[0]                               # saves y for its backward
-        o0 = _outputs(f)
         s = y.sum()
-        assert _outputs(f) - o0 == 1 and not y._value.pending
+        yr = weakref.ref(y._value)
         del y
+        o0, n0 = _outputs(f), _calls(f)
+        f.lower(w._value)                           # w's pass sums y (same shape)
+        assert (_calls(f) - n0, _outputs(f) - o0) == (1, 1)   # w
+        assert not s._value.pending
+        assert yr() is not None and yr().pending    # the tape's: recomputed by backward
         (s + w.sum()).backward()
     for g, want in zip(_grads(ts), ref, strict=True):
         np.testing.assert_array_equal(g, want)
@@ -610,3 +645,66 @@ def test_a_summing_pass_the_kernel_refuses_falls_back_unfused(monkeypatch, base)
         got = _chain4(*ts).sum().numpy()
         assert f.cache_info()["unfused_fallbacks"] == u0 + 1
     assert got.tobytes() == want.tobytes()
+
+
+def test_a_loss_nothing_holds_is_never_computed(base):
+    ts = _leaves(np.float32, rg=False)
+    with rtx.fusion.enabled() as f:
+        n0 = _calls(f)
+        _chain4(*ts).sum()                         # dropped at once
+        f.flush()
+        assert _calls(f) == n0
+
+
+def test_a_loss_read_before_backward_keeps_the_bits(base):
+    ts = _leaves(np.float64)
+    ref_loss = _chain8(*ts).mean()
+    ref_loss.backward()
+    ref = _grads(ts)
+    with rtx.fusion.enabled():
+        loss = _chain8(*ts).mean()
+        got = loss.item()                          # its own pass (and the flush)
+        loss.backward()
+    assert np.float64(got).tobytes() == ref_loss.numpy().tobytes()
+    for g, want in zip(_grads(ts), ref, strict=True):
+        np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("min_elements", [0, None])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_an_expression_that_reads_its_own_total(reduce, min_elements, base):
+    # y - y.mean(): the pass over y's shape reads the total, which runs its own
+    # pass first (collect); nothing is computed twice and the bits are unfused
+    x = rtx.tensor(np.random.default_rng(3).standard_normal(N).astype(np.float32),
+                   requires_grad=True)
+    y = x * 3.0 + 1.0
+    z = y - getattr(y, reduce)()
+    want = z.numpy()
+    (z * z).sum().backward()
+    want_g = x.grad.numpy().copy()
+    x.grad = None
+    fz = Fusion(base) if min_elements is None else Fusion(base, min_elements=0)
+    with rtx.use_backend(fz):
+        y = x * 3.0 + 1.0
+        z = y - getattr(y, reduce)()
+        got = z.numpy()
+        (z * z).sum().backward()
+    assert fz.cache_info()["unfused_fallbacks"] == 0
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x.grad.numpy(), want_g)
+
+
+def test_a_total_whose_operand_was_stored_meanwhile(base):
+    x = rtx.tensor(np.random.default_rng(4).standard_normal(N).astype(np.float32))
+    want = x.numpy() * np.float32(2.0) - np.float32(0.5)
+    with rtx.fusion.enabled() as f:
+        y = x * 2.0 - 0.5
+        t1, t2 = y.sum(), y.mean()
+        n0 = _calls(f)
+        y.reshape(N // 2, 2)                       # forwarded: y's pass, summing t1
+        assert _calls(f) - n0 == 1
+        assert not t1._value.pending and t2._value.pending
+        got = t2.item()                            # from the stored y, no pass
+        assert _calls(f) - n0 == 1
+    assert t1.numpy().tobytes() == np.add.reduce(want).tobytes()
+    assert np.float32(got).tobytes() == np.mean(want).tobytes()
