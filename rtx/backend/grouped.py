@@ -11,9 +11,13 @@ through a host round-trip on any other backend.  Rows already in type order (the
 grouping is the identity: ``HeteroDictLinear``'s stacked input, ``RGCNConv``'s
 relation-major pairs) are contiguous blocks, one per type: each block is one BLAS
 GEMM (``matmul_2d``, the threads split its rows), as a grouped GEMM does.  Rows
-in any other order take the kernels of ``rtx/_grouped.pxi``: one pass over the
-rows in the grouping's order (consecutive rows share a weight block), no gather
-or scatter.
+in any other order are gathered into the grouping's order first (one threaded
+row copy), run as those GEMMs, and the results gathered back through the
+grouping's inverse permutation (cached on the plan) -- when the blocks are wide
+and tall enough for BLAS to beat the row kernels of ``rtx/_grouped.pxi`` (one pass
+over the rows in the grouping's order, consecutive rows sharing a weight block,
+no copies), which take the rest.  Either way the bits do not depend on the
+thread count.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import segment_matmul_rows, segment_matmul_weight_grad
+from .._kernels import gather_rows, segment_matmul_rows, segment_matmul_weight_grad
 from .._threads import get_num_threads
 from ._family import Family, host_body
 from ._matmul import matmul_2d
@@ -51,6 +55,26 @@ def _type_blocks(plan: Any) -> list[tuple[int, int, int]] | None:
             if ptr[t + 1] > ptr[t]]
 
 
+# The gathered GEMMs run when both sides of each weight block are at least this
+# wide and the types average at least GEMM_MIN_ROWS rows: the row kernels' dot
+# products of short rows beat two extra copies of the rows otherwise.
+GEMM_MIN_WIDTH = 16
+GEMM_MIN_ROWS = 256
+
+
+def _gathered_blocks(plan: Any, K: int, M: int) -> list[tuple[int, int, int]] | None:
+    """``[(type, start, end)]`` of the non-empty types in the grouping's order,
+    when the gathered GEMMs pay (see ``GEMM_MIN_WIDTH``), else None."""
+    if K < GEMM_MIN_WIDTH or M < GEMM_MIN_WIDTH:
+        return None
+    ptr, _ = plan._grouping()
+    counts = np.diff(ptr)
+    types = np.flatnonzero(counts)
+    if not len(types) or len(plan) < GEMM_MIN_ROWS * len(types):
+        return None
+    return [(int(t), int(ptr[t]), int(ptr[t + 1])) for t in types]
+
+
 def _blocks(w: np.ndarray) -> np.ndarray:
     """``[T, K, M]`` as a C-contiguous ``(T*K, M)`` view (a copy only if needed)."""
     w = np.ascontiguousarray(w)
@@ -65,6 +89,11 @@ class GroupedOps(Family):
     def _mm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray, T: int) -> None:
         matmul_2d(a, b, out, T, lambda shape: self._host_empty(shape, out.dtype))
 
+    def _gather(self, x: np.ndarray, idx: np.ndarray, T: int) -> np.ndarray:
+        out = self._host_empty((idx.shape[0], x.shape[1]), x.dtype)
+        gather_rows(x, idx, out, T)
+        return out
+
     @host_body("x", "weight")
     def segment_matmul(self, x: np.ndarray, index: Any, weight: np.ndarray) -> Any:
         plan = grouped_plan(x, index, weight, "segment_matmul")
@@ -76,8 +105,17 @@ class GroupedOps(Family):
             for t, r0, r1 in blocks:
                 self._mm(a[r0:r1], w[t], out[r0:r1], T)
             return out
-        segment_matmul_rows(np.ascontiguousarray(x), plan._idx, perm, _blocks(weight), out,
-                            get_num_threads())
+        a, T = np.ascontiguousarray(x), get_num_threads()
+        gathered = _gathered_blocks(plan, weight.shape[1], weight.shape[2])
+        if gathered is not None:
+            w = np.ascontiguousarray(weight)
+            xs = self._gather(a, perm, T)                      # rows in type order
+            os_ = self._host_empty(out.shape, out.dtype)
+            for t, r0, r1 in gathered:
+                self._mm(xs[r0:r1], w[t], os_[r0:r1], T)
+            gather_rows(os_, plan._grouping_ranks(), out, T)   # back to the rows' order
+            return out
+        segment_matmul_rows(a, plan._idx, perm, _blocks(weight), out, T)
         return out
 
     @host_body("grad", "x", "weight")
@@ -107,6 +145,23 @@ class GroupedOps(Family):
                 gw = self._host_empty(weight.shape, weight.dtype, zero=True)
                 for t, r0, r1 in blocks:
                     self._mm(a[r0:r1].T, g[r0:r1], gw[t], T)
+            return gx, gw
+        gathered = _gathered_blocks(plan, weight.shape[1], weight.shape[2])
+        if gathered is not None:
+            w = np.ascontiguousarray(weight)
+            gs = self._gather(g, perm, T)                      # rows in type order
+            if need_x:
+                gxs = self._host_empty(x.shape, x.dtype)
+                for t, r0, r1 in gathered:
+                    self._mm(gs[r0:r1], w[t].T, gxs[r0:r1], T)
+                gx = self._host_empty(x.shape, x.dtype)
+                gather_rows(gxs, plan._grouping_ranks(), gx, T)
+                del gxs
+            if need_weight:
+                xs = self._gather(a, perm, T)
+                gw = self._host_empty(weight.shape, weight.dtype, zero=True)
+                for t, r0, r1 in gathered:
+                    self._mm(xs[r0:r1].T, gs[r0:r1], gw[t], T)
             return gx, gw
         if need_x:
             gx = self._host_empty(x.shape, x.dtype)

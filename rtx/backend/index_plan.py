@@ -84,10 +84,12 @@ def _host_indices(indices: Any) -> Any:
 class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
-    __slots__ = ("_idx", "_num_rows", "_csr", "_descents", "_lock", "_transient", "__weakref__")
+    __slots__ = ("_idx", "_num_rows", "_csr", "_ranks", "_descents", "_lock", "_transient",
+                 "__weakref__")
     _idx: np.ndarray
     _num_rows: int
     _csr: tuple[np.ndarray, np.ndarray] | None
+    _ranks: np.ndarray | None   # the grouping's inverse permutation (_grouping_ranks)
     _descents: int | None  # how many i have idx[i] < idx[i - 1] (is_ordered, _is_sorted)
     _lock: threading.Lock
     # made by a face from raw indices for one call (and its backward): a backend
@@ -110,6 +112,7 @@ class IndexPlan:
         self._idx = own
         self._num_rows = n
         self._csr = None
+        self._ranks = None
         self._descents = None
         self._lock = threading.Lock()
         self._transient = False
@@ -155,6 +158,7 @@ class IndexPlan:
         self._idx = indices
         self._num_rows = n
         self._csr = csr
+        self._ranks = None
         self._descents = None
         self._lock = threading.Lock()
         self._transient = False
@@ -218,6 +222,20 @@ class IndexPlan:
                 if csr is None:
                     csr = self._csr = self._build()
         return csr
+
+    def _grouping_ranks(self) -> np.ndarray:
+        """Cached: where each position lands in the grouping's order (the inverse
+        of ``perm``: ``ranks[perm[i]] == i``), an int64 snapshot in ``[0, len)``."""
+        r = self._ranks
+        if r is None:
+            _, perm = self._grouping()
+            with self._lock:
+                r = self._ranks
+                if r is None:
+                    r = _owned((len(self),), np.int64)
+                    r[perm] = np.arange(len(self), dtype=np.int64)
+                    r = self._ranks = snapshot_indices(r, -1)[0]
+        return r
 
     def _build(self) -> tuple[np.ndarray, np.ndarray]:
         ptr = _owned((self._num_rows + 2,), np.int64)

@@ -46,6 +46,70 @@ def test_values_and_gradients_match_numpy(backend, dtype, K, M, order):
     np.testing.assert_array_equal(W.grad.numpy()[3], 0)
 
 
+@pytest.mark.parametrize("K,M", [(16, 16), (33, 17), (64, 64)])
+def test_gathered_gemms_match_numpy_and_the_row_kernels(dtype, K, M, monkeypatch):
+    # unsorted types, wide blocks and >= 256 rows per type: the rows gathered into
+    # type order, one GEMM per type, gathered back (an empty type among them)
+    import rtx.backend.grouped as grouped
+
+    rng = np.random.default_rng(K + M)
+    N, T = 3000, 5
+    x = rng.standard_normal((N, K)).astype(dtype)
+    w = rng.standard_normal((T, K, M)).astype(dtype)
+    t = rng.integers(0, T, N)
+    t[t == 3] = 1
+    g = rng.standard_normal((N, M)).astype(dtype)
+    plan = rtx.IndexPlan(t, T)
+    assert grouped._gathered_blocks(plan, K, M) is not None
+    cpu = rtx.CpuBackend()
+    got = [cpu.segment_matmul(x, plan, w), *cpu.segment_matmul_backward(g, x, plan, w)]
+    # one side only: the same bits
+    gx, gw1 = cpu.segment_matmul_backward(g, x, plan, w, need_weight=False)
+    assert gw1 is None
+    np.testing.assert_array_equal(bits(gx), bits(got[1]))
+    gx1, gw = cpu.segment_matmul_backward(g, x, plan, w, need_x=False)
+    assert gx1 is None
+    np.testing.assert_array_equal(bits(gw), bits(got[2]))
+    monkeypatch.setattr(grouped, "GEMM_MIN_WIDTH", 1 << 30)     # the row kernels
+    rows = [cpu.segment_matmul(x, plan, w), *cpu.segment_matmul_backward(g, x, plan, w)]
+    x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
+    gw = np.zeros_like(w64)
+    np.add.at(gw, t, x64[:, :, None] * g64[:, None, :])
+    want = [_ref(x64, t, w64), np.einsum("nm,nkm->nk", g64, w64[t]), gw]
+    t_ = {"rtol": 1e-4, "atol": 1e-3} if dtype == np.float32 else tol(dtype)
+    for a, b, r in zip(got, rows, want, strict=True):
+        np.testing.assert_allclose(a, r, **t_)
+        np.testing.assert_allclose(a, b, **t_)
+    np.testing.assert_array_equal(got[2][3], 0)
+
+
+def test_gathered_gemms_bits_do_not_depend_on_threads():
+    rng = np.random.default_rng(3)
+    N, K, M, T = 40_000, 64, 48, 6
+    x = rng.standard_normal((N, K)).astype(np.float32)
+    w = rng.standard_normal((T, K, M)).astype(np.float32)
+    g = rng.standard_normal((N, M)).astype(np.float32)
+    plan = rtx.IndexPlan(rng.integers(0, T, N), T)
+    cpu = rtx.CpuBackend()
+    runs = []
+    for n in (1, 2, 3):
+        rtx.set_num_threads(n)
+        runs.append([cpu.segment_matmul(x, plan, w),
+                     *cpu.segment_matmul_backward(g, x, plan, w)])
+    for run in runs[1:]:
+        for a, b in zip(runs[0], run, strict=True):
+            np.testing.assert_array_equal(bits(a), bits(b))
+
+
+def test_the_grouping_ranks_invert_the_permutation():
+    t = np.random.default_rng(4).integers(0, 7, 1000)
+    plan = rtx.IndexPlan(t, 7)
+    _, perm = plan.csr()
+    r = plan._grouping_ranks()
+    np.testing.assert_array_equal(r[perm], np.arange(1000))
+    assert r is plan._grouping_ranks() and not r.flags.writeable
+
+
 def test_gradcheck_unsorted_types_and_one_side():
     rng = np.random.default_rng(1)
     x, w = rng.standard_normal((9, 4)), rng.standard_normal((3, 4, 2))
