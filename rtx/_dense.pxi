@@ -13,10 +13,10 @@
 cdef enum:
     DENSE_COL_ALIGN = 64        # column ranges start on this many bytes
     DENSE_CHUNK = 1 << 16       # elements per parallel work item of inplace_arith
-    DENSE_ADD = 0
-    DENSE_SUB = 1
-    DENSE_MUL = 2
-    DENSE_DIV = 3
+    DENSE_ADD = RTX_ARITH_ADD
+    DENSE_SUB = RTX_ARITH_SUB
+    DENSE_MUL = RTX_ARITH_MUL
+    DENSE_DIV = RTX_ARITH_DIV
 
 
 cdef extern from *:
@@ -99,20 +99,11 @@ def sum_rows(const real[:, ::1] a not None, real[::1] out not None, int num_thre
                 _sum_cols(ap, N, F, c0, c1, &out[0])
 
 
-cdef void _arith(int op, real* d, const real* s, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    if op == DENSE_ADD:
-        for i in range(n):
-            d[i] = d[i] + s[i]
-    elif op == DENSE_SUB:
-        for i in range(n):
-            d[i] = d[i] - s[i]
-    elif op == DENSE_MUL:
-        for i in range(n):
-            d[i] = d[i] * s[i]
+cdef inline void _arith(int op, real* d, const real* s, Py_ssize_t n) noexcept nogil:
+    if real is float:
+        rtx_arith_f32(op, d, d, s, n)
     else:
-        for i in range(n):
-            d[i] = d[i] / s[i]
+        rtx_arith_f64(op, d, d, s, n)
 
 
 _DENSE_OPS = {"add": DENSE_ADD, "sub": DENSE_SUB, "mul": DENSE_MUL, "div": DENSE_DIV}

@@ -266,18 +266,11 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
     cdef Py_ssize_t i
     cdef real x, y
     cdef bint keep
-    if op == FX_ADD:
-        for i in range(n):
-            d[i] = a[i] + b[i]
-    elif op == FX_SUB:
-        for i in range(n):
-            d[i] = a[i] - b[i]
-    elif op == FX_MUL:
-        for i in range(n):
-            d[i] = a[i] * b[i]
-    elif op == FX_DIV:
-        for i in range(n):
-            d[i] = a[i] / b[i]
+    if FX_ADD <= op <= FX_DIV:     # _vmath.pxi's loops (an AVX2 copy; numpy's bits)
+        if real is float:
+            rtx_arith_f32(op - FX_ADD + RTX_ARITH_ADD, d, a, b, n)
+        else:
+            rtx_arith_f64(op - FX_ADD + RTX_ARITH_ADD, d, a, b, n)
     elif op == FX_POW:
         for i in range(n):
             if real is float:

@@ -109,6 +109,29 @@ cdef extern from *:
     #else
     #define RTX_AVX2_CLONES
     #endif
+    /* d[i] = a[i] op b[i], op RTX_ARITH_ADD / SUB / MUL / DIV: one IEEE operation
+       per element (numpy's bits); d may be a or b (element i reads before it
+       writes).  The dense in-place updates and the fused evaluator's arithmetic. */
+    enum { RTX_ARITH_ADD = 0, RTX_ARITH_SUB = 1, RTX_ARITH_MUL = 2, RTX_ARITH_DIV = 3 };
+    #define RTX_ARITH_LOOPS(d, a, b, n)                                         \
+        switch (op) {                                                           \
+        case RTX_ARITH_ADD: for (i = 0; i < n; i++) d[i] = a[i] + b[i]; break;  \
+        case RTX_ARITH_SUB: for (i = 0; i < n; i++) d[i] = a[i] - b[i]; break;  \
+        case RTX_ARITH_MUL: for (i = 0; i < n; i++) d[i] = a[i] * b[i]; break;  \
+        default:            for (i = 0; i < n; i++) d[i] = a[i] / b[i]; break;  \
+        }
+    RTX_AVX2_CLONES
+    static void rtx_arith_f32(int op, float* d, const float* a, const float* b,
+                              Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_ARITH_LOOPS(d, a, b, n)
+    }
+    RTX_AVX2_CLONES
+    static void rtx_arith_f64(int op, double* d, const double* a, const double* b,
+                              Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_ARITH_LOOPS(d, a, b, n)
+    }
     /* x[i] = rtx_expf(x[i]) over a block */
     RTX_AVX2_CLONES
     static void rtx_expf_block(float* x, Py_ssize_t n) {
@@ -127,6 +150,15 @@ cdef extern from *:
     }
     """
     void rtx_expf_block(float* x, Py_ssize_t n) noexcept nogil
+    enum:
+        RTX_ARITH_ADD
+        RTX_ARITH_SUB
+        RTX_ARITH_MUL
+        RTX_ARITH_DIV
+    void rtx_arith_f32(int op, float* d, const float* a, const float* b,
+                       Py_ssize_t n) noexcept nogil
+    void rtx_arith_f64(int op, double* d, const double* a, const double* b,
+                       Py_ssize_t n) noexcept nogil
     void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil
     double rtx_seld(int keep, double x, double y) noexcept nogil
