@@ -241,12 +241,11 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
             x = a[i]
             keep = (x > 0) | (x != x)
             d[i] = _sel(keep, x, 0)
-    elif op == FX_LEAKY_RELU:
-        for i in range(n):
-            x = a[i]
-            y = x * k
-            keep = x > 0
-            d[i] = _sel(keep, x, y)
+    elif op == FX_LEAKY_RELU:     # _vmath.pxi's loop (an AVX2 copy)
+        if real is float:
+            rtx_leaky_f32(d, a, k, n)
+        else:
+            rtx_leaky_f64(d, a, k, n)
     elif op == FX_ELU:
         # x > 0: x; else alpha * expm1(x) (x <= 0 or NaN there; float: the
         # vectorised expm1f in _vmath.pxi, in its AVX2 copy where the CPU has
@@ -291,36 +290,20 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
             y = b[i]
             keep = (x < y) | (x != x)
             d[i] = _sel(keep, x, y)
-    elif op == FX_EQ:
-        for i in range(n):
-            d[i] = a[i] == b[i]
-    elif op == FX_NE:
-        for i in range(n):
-            d[i] = a[i] != b[i]
-    elif op == FX_LT:
-        for i in range(n):
-            d[i] = a[i] < b[i]
-    elif op == FX_LE:
-        for i in range(n):
-            d[i] = a[i] <= b[i]
-    elif op == FX_GT:
-        for i in range(n):
-            d[i] = a[i] > b[i]
-    elif op == FX_GE:
-        for i in range(n):
-            d[i] = a[i] >= b[i]
+    elif FX_EQ <= op <= FX_GE:     # 1 or 0 (_vmath.pxi's loops, an AVX2 copy)
+        if real is float:
+            rtx_cmp_f32(op - FX_EQ + RTX_CMP_EQ, d, a, b, n)
+        else:
+            rtx_cmp_f64(op - FX_EQ + RTX_CMP_EQ, d, a, b, n)
 
 
 cdef void _fx_where(real* d, const real* c, const real* a, const real* b,
                     Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef real x, y
-    cdef bint keep
-    for i in range(n):
-        x = a[i]
-        y = b[i]
-        keep = c[i] != 0
-        d[i] = _sel(keep, x, y)
+    # _vmath.pxi's bitwise select (an AVX2 copy)
+    if real is float:
+        rtx_where_f32(d, c, a, b, n)
+    else:
+        rtx_where_f64(d, c, a, b, n)
 
 
 # ----------------------------------------------------------- the block loop

@@ -132,6 +132,57 @@ cdef extern from *:
         Py_ssize_t i;
         RTX_ARITH_LOOPS(d, a, b, n)
     }
+    /* d[i] = (a[i] op b[i]) ? 1 : 0, op RTX_CMP_EQ / NE / LT / LE / GT / GE (IEEE:
+       every comparison with a NaN false but NE); the fused evaluator's predicates */
+    enum { RTX_CMP_EQ = 0, RTX_CMP_NE = 1, RTX_CMP_LT = 2, RTX_CMP_LE = 3,
+           RTX_CMP_GT = 4, RTX_CMP_GE = 5 };
+    #define RTX_CMP_LOOPS(d, a, b, n)                                                  \
+        switch (op) {                                                                  \
+        case RTX_CMP_EQ: for (i = 0; i < n; i++) d[i] = a[i] == b[i]; break;           \
+        case RTX_CMP_NE: for (i = 0; i < n; i++) d[i] = a[i] != b[i]; break;           \
+        case RTX_CMP_LT: for (i = 0; i < n; i++) d[i] = a[i] < b[i]; break;            \
+        case RTX_CMP_LE: for (i = 0; i < n; i++) d[i] = a[i] <= b[i]; break;           \
+        case RTX_CMP_GT: for (i = 0; i < n; i++) d[i] = a[i] > b[i]; break;            \
+        default:         for (i = 0; i < n; i++) d[i] = a[i] >= b[i]; break;           \
+        }
+    RTX_AVX2_CLONES
+    static void rtx_cmp_f32(int op, float* d, const float* a, const float* b,
+                            Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_CMP_LOOPS(d, a, b, n)
+    }
+    RTX_AVX2_CLONES
+    static void rtx_cmp_f64(int op, double* d, const double* a, const double* b,
+                            Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_CMP_LOOPS(d, a, b, n)
+    }
+    /* d[i] = c[i] != 0 ? a[i] : b[i] (a bitwise select: NaNs and signed zeros kept) */
+    RTX_AVX2_CLONES
+    static void rtx_where_f32(float* d, const float* c, const float* a, const float* b,
+                              Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = rtx_self(c[i] != 0, a[i], b[i]);
+    }
+    RTX_AVX2_CLONES
+    static void rtx_where_f64(double* d, const double* c, const double* a, const double* b,
+                              Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = rtx_seld(c[i] != 0, a[i], b[i]);
+    }
+    /* d[i] = a[i] > 0 ? a[i] : a[i] * k (NaN: NaN * k) */
+    RTX_AVX2_CLONES
+    static void rtx_leaky_f32(float* d, const float* a, float k, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float x = a[i];
+            d[i] = rtx_self(x > 0, x, x * k);
+        }
+    }
+    RTX_AVX2_CLONES
+    static void rtx_leaky_f64(double* d, const double* a, double k, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double x = a[i];
+            d[i] = rtx_seld(x > 0, x, x * k);
+        }
+    }
     /* x[i] = rtx_expf(x[i]) over a block */
     RTX_AVX2_CLONES
     static void rtx_expf_block(float* x, Py_ssize_t n) {
@@ -157,6 +208,18 @@ cdef extern from *:
         RTX_ARITH_DIV
     void rtx_arith_f32(int op, float* d, const float* a, const float* b,
                        Py_ssize_t n) noexcept nogil
+    enum:
+        RTX_CMP_EQ
+    void rtx_cmp_f32(int op, float* d, const float* a, const float* b,
+                     Py_ssize_t n) noexcept nogil
+    void rtx_cmp_f64(int op, double* d, const double* a, const double* b,
+                     Py_ssize_t n) noexcept nogil
+    void rtx_where_f32(float* d, const float* c, const float* a, const float* b,
+                       Py_ssize_t n) noexcept nogil
+    void rtx_where_f64(double* d, const double* c, const double* a, const double* b,
+                       Py_ssize_t n) noexcept nogil
+    void rtx_leaky_f32(float* d, const float* a, float k, Py_ssize_t n) noexcept nogil
+    void rtx_leaky_f64(double* d, const double* a, double k, Py_ssize_t n) noexcept nogil
     void rtx_arith_f64(int op, double* d, const double* a, const double* b,
                        Py_ssize_t n) noexcept nogil
     void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) noexcept nogil
