@@ -13,10 +13,6 @@
 cdef enum:
     DENSE_COL_ALIGN = 64        # column ranges start on this many bytes
     DENSE_CHUNK = 1 << 16       # elements per parallel work item of inplace_arith
-    DENSE_ADD = RTX_ARITH_ADD
-    DENSE_SUB = RTX_ARITH_SUB
-    DENSE_MUL = RTX_ARITH_MUL
-    DENSE_DIV = RTX_ARITH_DIV
 
 
 cdef extern from *:
@@ -106,7 +102,8 @@ cdef inline void _arith(int op, real* d, const real* s, Py_ssize_t n) noexcept n
         rtx_arith_f64(op, d, d, s, n)
 
 
-_DENSE_OPS = {"add": DENSE_ADD, "sub": DENSE_SUB, "mul": DENSE_MUL, "div": DENSE_DIV}
+_DENSE_OPS = {"add": RTX_ARITH_ADD, "sub": RTX_ARITH_SUB, "mul": RTX_ARITH_MUL,
+              "div": RTX_ARITH_DIV}
 
 
 def inplace_arith(str op, real[::1] dst not None, const real[::1] src not None,

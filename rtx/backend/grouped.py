@@ -44,15 +44,22 @@ def grouped_plan(x: np.ndarray, index: Any, weight: np.ndarray, op: str) -> Inde
     return segment_plan(index, ws[0], op, xs[0])
 
 
-def _type_blocks(plan: Any) -> list[tuple[int, int, int]] | None:
-    """``[(type, start, end)]`` of the non-empty types when the rows are already
-    sorted by type (the grouping is the identity), else None."""
+Blocks = list[tuple[int, int, int]]
+
+
+def _nonempty(ptr: np.ndarray) -> Blocks:
+    """``[(type, start, end)]`` of the types with rows, from the grouping's pointers."""
+    return [(int(t), int(ptr[t]), int(ptr[t + 1])) for t in np.flatnonzero(np.diff(ptr))]
+
+
+def _type_blocks(plan: Any) -> Blocks | None:
+    """The non-empty types' rows when the rows are already sorted by type (the
+    grouping is the identity), else None."""
     ptr, perm = plan._grouping()
     n = perm.shape[0]
     if n == 0 or not np.array_equal(perm, np.arange(n, dtype=perm.dtype)):
         return None
-    return [(t, int(ptr[t]), int(ptr[t + 1])) for t in range(plan.num_rows)
-            if ptr[t + 1] > ptr[t]]
+    return _nonempty(ptr)
 
 
 # The gathered GEMMs run when both sides of each weight block are at least this
@@ -62,17 +69,15 @@ GEMM_MIN_WIDTH = 16
 GEMM_MIN_ROWS = 256
 
 
-def _gathered_blocks(plan: Any, K: int, M: int) -> list[tuple[int, int, int]] | None:
-    """``[(type, start, end)]`` of the non-empty types in the grouping's order,
-    when the gathered GEMMs pay (see ``GEMM_MIN_WIDTH``), else None."""
+def _gathered_blocks(plan: Any, K: int, M: int) -> Blocks | None:
+    """The non-empty types' rows in the grouping's order, when the gathered GEMMs
+    pay (see ``GEMM_MIN_WIDTH``), else None."""
     if K < GEMM_MIN_WIDTH or M < GEMM_MIN_WIDTH:
         return None
-    ptr, _ = plan._grouping()
-    counts = np.diff(ptr)
-    types = np.flatnonzero(counts)
-    if not len(types) or len(plan) < GEMM_MIN_ROWS * len(types):
+    blocks = _nonempty(plan._grouping()[0])
+    if not blocks or len(plan) < GEMM_MIN_ROWS * len(blocks):
         return None
-    return [(int(t), int(ptr[t]), int(ptr[t + 1])) for t in types]
+    return blocks
 
 
 def _blocks(w: np.ndarray) -> np.ndarray:
@@ -94,25 +99,41 @@ class GroupedOps(Family):
         gather_rows(x, idx, out, T)
         return out
 
+    # one GEMM per type over rows in type order (sorted input, or gathered into it)
+    def _out_by_type(self, a: np.ndarray, w: np.ndarray, blocks: Blocks, T: int
+                     ) -> np.ndarray:
+        out = self._host_empty((a.shape[0], w.shape[2]), a.dtype)
+        for t, r0, r1 in blocks:
+            self._mm(a[r0:r1], w[t], out[r0:r1], T)
+        return out
+
+    def _grad_x_by_type(self, g: np.ndarray, w: np.ndarray, blocks: Blocks, T: int
+                        ) -> np.ndarray:
+        gx = self._host_empty((g.shape[0], w.shape[1]), g.dtype)
+        for t, r0, r1 in blocks:
+            self._mm(g[r0:r1], w[t].T, gx[r0:r1], T)
+        return gx
+
+    def _grad_w_by_type(self, a: np.ndarray, g: np.ndarray, w: np.ndarray, blocks: Blocks,
+                        T: int) -> np.ndarray:
+        gw = self._host_empty(w.shape, w.dtype, zero=True)   # types without rows: 0
+        for t, r0, r1 in blocks:
+            self._mm(a[r0:r1].T, g[r0:r1], gw[t], T)
+        return gw
+
     @host_body("x", "weight")
     def segment_matmul(self, x: np.ndarray, index: Any, weight: np.ndarray) -> Any:
         plan = grouped_plan(x, index, weight, "segment_matmul")
         _, perm = plan._grouping()
-        out = self._host_empty((x.shape[0], weight.shape[2]), x.dtype)
+        a, T = np.ascontiguousarray(x), get_num_threads()
         blocks = _type_blocks(plan)
         if blocks is not None and weight.shape[1] and weight.shape[2]:
-            a, w, T = np.ascontiguousarray(x), np.ascontiguousarray(weight), get_num_threads()
-            for t, r0, r1 in blocks:
-                self._mm(a[r0:r1], w[t], out[r0:r1], T)
-            return out
-        a, T = np.ascontiguousarray(x), get_num_threads()
+            return self._out_by_type(a, np.ascontiguousarray(weight), blocks, T)
+        out = self._host_empty((x.shape[0], weight.shape[2]), x.dtype)
         gathered = _gathered_blocks(plan, weight.shape[1], weight.shape[2])
         if gathered is not None:
-            w = np.ascontiguousarray(weight)
-            xs = self._gather(a, perm, T)                      # rows in type order
-            os_ = self._host_empty(out.shape, out.dtype)
-            for t, r0, r1 in gathered:
-                self._mm(xs[r0:r1], w[t], os_[r0:r1], T)
+            os_ = self._out_by_type(self._gather(a, perm, T),     # rows in type order
+                                    np.ascontiguousarray(weight), gathered, T)
             gather_rows(os_, plan._grouping_ranks(), out, T)   # back to the rows' order
             return out
         segment_matmul_rows(a, plan._idx, perm, _blocks(weight), out, T)
@@ -137,31 +158,21 @@ class GroupedOps(Family):
         if blocks is not None and weight.shape[1] and weight.shape[2]:
             w = np.ascontiguousarray(weight)
             if need_x:
-                gx = self._host_empty(x.shape, x.dtype)
-                for t, r0, r1 in blocks:
-                    self._mm(g[r0:r1], w[t].T, gx[r0:r1], T)
+                gx = self._grad_x_by_type(g, w, blocks, T)
             if need_weight:
-                # types without rows: 0
-                gw = self._host_empty(weight.shape, weight.dtype, zero=True)
-                for t, r0, r1 in blocks:
-                    self._mm(a[r0:r1].T, g[r0:r1], gw[t], T)
+                gw = self._grad_w_by_type(a, g, w, blocks, T)
             return gx, gw
         gathered = _gathered_blocks(plan, weight.shape[1], weight.shape[2])
         if gathered is not None:
             w = np.ascontiguousarray(weight)
             gs = self._gather(g, perm, T)                      # rows in type order
             if need_x:
-                gxs = self._host_empty(x.shape, x.dtype)
-                for t, r0, r1 in gathered:
-                    self._mm(gs[r0:r1], w[t].T, gxs[r0:r1], T)
+                gxs = self._grad_x_by_type(gs, w, gathered, T)
                 gx = self._host_empty(x.shape, x.dtype)
-                gather_rows(gxs, plan._grouping_ranks(), gx, T)
+                gather_rows(gxs, plan._grouping_ranks(), gx, T)   # back to the rows' order
                 del gxs
             if need_weight:
-                xs = self._gather(a, perm, T)
-                gw = self._host_empty(weight.shape, weight.dtype, zero=True)
-                for t, r0, r1 in gathered:
-                    self._mm(xs[r0:r1].T, gs[r0:r1], gw[t], T)
+                gw = self._grad_w_by_type(self._gather(a, perm, T), gs, w, gathered, T)
             return gx, gw
         if need_x:
             gx = self._host_empty(x.shape, x.dtype)

@@ -309,7 +309,7 @@ class Fusion(Backend):
             self.stats["unfused_fallbacks"] += 1
             if red is not None and red.value is None:
                 self._run_unfused(roots + [red.args[0]])
-                self._set_total(red, getattr(self.inner, red.op)(red.args[0].value))
+                self._total_of_stored(red)
             else:
                 self._run_unfused(roots)
 
@@ -326,7 +326,7 @@ class Fusion(Backend):
             # a root reads the total (collect ran its pass), or a pass collect ran
             # stored its operand: the total needs no share of this one
             if red.value is None:
-                self._set_total(red, getattr(self.inner, red.op)(red.args[0].value))
+                self._total_of_stored(red)
             red = None
             order, index, uses = self._collect(roots)
         if not order:
@@ -351,6 +351,11 @@ class Fusion(Backend):
             order, index, uses = collect(roots, self._force)
             if all(n.value is None for n in order):
                 return order, index, uses
+
+    def _total_of_stored(self, red: Lazy) -> None:
+        """``red`` from its materialised operand: the inner backend's own sum or
+        mean (numpy's order, the bits a fused pass gives)."""
+        self._set_total(red, getattr(self.inner, red.op)(red.args[0].value))
 
     def _set_total(self, red: Lazy, value: Any) -> None:
         red.value = value
