@@ -13,12 +13,14 @@
 # cache is least-recently-used by size class: a freed block that does not fit
 # under the limit evicts the blocks of the classes touched longest ago (a
 # one-off build's temporaries) instead of going to the system itself, so the
-# cache follows the loop's working set.  Blocks of ``HUGE_THRESHOLD`` bytes or
+# cache follows the loop's working set.  The cache is plain C (a stack of
+# addresses per class and a list of the non-empty classes in the order they
+# were touched): a cached allocation and a free create no Python object, so no
+# garbage collection can run inside them.  Blocks of ``HUGE_THRESHOLD`` bytes or
 # more are 2 MiB aligned and ``madvise(MADV_HUGEPAGE)``d where the platform
 # has it.
 
 from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
-from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
@@ -62,10 +64,103 @@ cdef extern from *:
     #endif
     }
     #endif
+    /* The cache of freed blocks: per size class a stack of addresses, and the
+       non-empty classes in a doubly linked list, least recently touched first.
+       Classes are indexed 0..RTX_NCLASSES-1: 64-byte steps up to 4 KiB (0..63),
+       then 8 per power of two, (p/2, p] in steps of p/16, up to 2^62 bytes.
+       Only called with the GIL held (as every Storage is made and freed). */
+    #define RTX_NCLASSES 464
+    typedef struct { void** ptrs; Py_ssize_t count, cap; int prev, next; } rtx_bucket;
+    static rtx_bucket rtx_buckets[RTX_NCLASSES];
+    static int rtx_lru_head = -1, rtx_lru_tail = -1;
+    static int rtx_class_index(Py_ssize_t c) {      /* c: a size class */
+        Py_ssize_t p = 8192;
+        int e = 13;
+        if (c <= 4096) return (int)(c / 64) - 1;
+        while (p < c) { p <<= 1; e++; }
+        return 64 + (e - 13) * 8 + (int)(c / (p >> 4)) - 9;
+    }
+    static void rtx_lru_unlink(int i) {
+        rtx_bucket* b = &rtx_buckets[i];
+        if (b->prev >= 0) rtx_buckets[b->prev].next = b->next; else rtx_lru_head = b->next;
+        if (b->next >= 0) rtx_buckets[b->next].prev = b->prev; else rtx_lru_tail = b->prev;
+        b->prev = b->next = -1;
+    }
+    static void rtx_lru_append(int i) {               /* the most recently touched */
+        rtx_bucket* b = &rtx_buckets[i];
+        b->prev = rtx_lru_tail;
+        b->next = -1;
+        if (rtx_lru_tail >= 0) rtx_buckets[rtx_lru_tail].next = i; else rtx_lru_head = i;
+        rtx_lru_tail = i;
+    }
+    static void rtx_cache_init(void) {
+        for (int i = 0; i < RTX_NCLASSES; i++) {
+            rtx_buckets[i].ptrs = NULL;
+            rtx_buckets[i].count = rtx_buckets[i].cap = 0;
+            rtx_buckets[i].prev = rtx_buckets[i].next = -1;
+        }
+    }
+    /* a cached block of class i (NULL: none); the class becomes the most
+       recently touched, or leaves the list when this was its last block */
+    static void* rtx_cache_pop(int i) {
+        rtx_bucket* b = &rtx_buckets[i];
+        void* p;
+        if (b->count == 0) return NULL;
+        p = b->ptrs[--b->count];
+        rtx_lru_unlink(i);
+        if (b->count) rtx_lru_append(i);
+        return p;
+    }
+    /* the least recently touched class's most recently cached block, for
+       eviction (NULL: the cache is empty); the class keeps its place in the
+       list until its last block goes.  *cls_index: its class */
+    static void* rtx_cache_pop_oldest(int* cls_index) {
+        int i = rtx_lru_head;
+        rtx_bucket* b;
+        void* p;
+        if (i < 0) return NULL;
+        b = &rtx_buckets[i];
+        p = b->ptrs[--b->count];
+        if (b->count == 0) rtx_lru_unlink(i);
+        *cls_index = i;
+        return p;
+    }
+    /* cache p in class i (now the most recently touched); 0 when the stack
+       could not grow (p is then not cached) */
+    static int rtx_cache_push(int i, void* p) {
+        rtx_bucket* b = &rtx_buckets[i];
+        if (b->count == b->cap) {
+            Py_ssize_t cap = b->cap ? 2 * b->cap : 8;
+            void** grown = (void**)realloc(b->ptrs, (size_t)cap * sizeof(void*));
+            if (grown == NULL) return 0;
+            b->ptrs = grown;
+            b->cap = cap;
+        }
+        b->ptrs[b->count++] = p;
+        if (b->count > 1) rtx_lru_unlink(i);
+        rtx_lru_append(i);
+        return 1;
+    }
+    /* free the stacks themselves (the cache must be empty) */
+    static void rtx_cache_shrink(void) {
+        for (int i = 0; i < RTX_NCLASSES; i++) {
+            if (rtx_buckets[i].count == 0) {
+                free(rtx_buckets[i].ptrs);
+                rtx_buckets[i].ptrs = NULL;
+                rtx_buckets[i].cap = 0;
+            }
+        }
+    }
     """
     void* rtx_aligned_alloc(size_t align, size_t n) nogil
     void rtx_aligned_free(void* p) nogil
     int rtx_hint_hugepage(void* p, size_t n) nogil
+    int rtx_class_index(Py_ssize_t c)
+    void rtx_cache_init()
+    void* rtx_cache_pop(int i)
+    void* rtx_cache_pop_oldest(int* cls_index)
+    int rtx_cache_push(int i, void* p)
+    void rtx_cache_shrink()
 
 
 cdef enum:
@@ -85,8 +180,7 @@ cdef Py_ssize_t _cache_hits = 0
 cdef Py_ssize_t _cached_bytes = 0
 cdef Py_ssize_t _cache_limit = 1 << 29     # 512 MiB: docs/performance.md (allocator)
 cdef Py_ssize_t _hugepage_hints = 0
-cdef dict _cache = {}                # size class -> non-empty list of addresses (int),
-#                                      least recently touched class first
+rtx_cache_init()                     # the cache itself: rtx_buckets (C, above)
 cdef bint _shutting_down = False     # after exit starts, freed blocks bypass the cache
 # An ``uncached_frees()`` block: what its thread frees inside goes to the system
 cdef unsigned long _uncached_owner = 0
@@ -128,14 +222,6 @@ cdef void* _system_alloc(Py_ssize_t nbytes):
     return ptr
 
 
-cdef inline void _touch(Py_ssize_t cls, list bucket):
-    """Move ``cls`` to the most recently used end of the cache (or drop it when
-    its bucket is empty).  Allocates no tracked object: no collection runs."""
-    del _cache[cls]
-    if bucket:
-        _cache[cls] = bucket
-
-
 cdef void* _alloc(Py_ssize_t* cls) except NULL:
     """A block of ``cls[0]`` bytes (a size class), from the cache or the system.
 
@@ -150,18 +236,16 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
     # (classes past MAX_STORAGE_BYTES / 4 are never computed: _size_class would
     # overflow on them; no block that large is ever cached anyway)
     cdef int tries = 1 + (BEST_FIT_CLASSES if 4096 < c <= (MAX_STORAGE_BYTES >> 2) else 0)
-    cdef list bucket
-    for k in range(tries):
-        bucket = _cache.get(c)
-        if bucket:
-            ptr = <void*><uintptr_t>bucket.pop()
-            _touch(c, bucket)
-            _cached_bytes -= c
-            _cache_hits += 1
-            cls[0] = c
-            break
-        if k + 1 < tries:
-            c = _size_class(c + 1)
+    if _cached_bytes:
+        for k in range(tries):
+            ptr = rtx_cache_pop(rtx_class_index(c))
+            if ptr != NULL:
+                _cached_bytes -= c
+                _cache_hits += 1
+                cls[0] = c
+                break
+            if k + 1 < tries:
+                c = _size_class(c + 1)
     if ptr == NULL:
         c = cls[0]
         ptr = _system_alloc(c)
@@ -178,28 +262,26 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
     return ptr
 
 
+cdef inline Py_ssize_t _class_bytes(int i) noexcept:
+    """The size class of cache index ``i`` (``rtx_class_index``'s inverse)."""
+    if i < 64:
+        return (i + 1) * 64
+    return (9 + (i - 64) % 8) * ((<Py_ssize_t>8192 << ((i - 64) // 8)) >> 4)
+
+
 cdef void _evict_for(Py_ssize_t cls) noexcept:
     """Free cached blocks, least recently touched class first, until a block of
-    ``cls`` bytes fits under the limit (or the cache is empty).  Reads the
-    dict with ``PyDict_Next`` (no iterator object: no collection can run)."""
+    ``cls`` bytes fits under the limit (or the cache is empty)."""
     global _cached_bytes, _system_frees
-    cdef Py_ssize_t pos
-    cdef PyObject* key
-    cdef PyObject* value
-    cdef Py_ssize_t c
-    cdef list bucket
-    while _cache and cls > _cache_limit - _cached_bytes:
-        pos = 0
-        if not PyDict_Next(_cache, &pos, &key, &value):
+    cdef int i = -1
+    cdef void* ptr
+    while cls > _cache_limit - _cached_bytes:
+        ptr = rtx_cache_pop_oldest(&i)
+        if ptr == NULL:
             return
-        c = <Py_ssize_t><object>key
-        bucket = <list>value            # a strong reference while it is emptied
-        while bucket and cls > _cache_limit - _cached_bytes:
-            rtx_aligned_free(<void*><uintptr_t>bucket.pop())
-            _cached_bytes -= c
-            _system_frees += 1
-        if not bucket:
-            del _cache[c]
+        rtx_aligned_free(ptr)
+        _cached_bytes -= _class_bytes(i)
+        _system_frees += 1
 
 
 cdef inline bint _in_uncached_block() noexcept:
@@ -215,68 +297,38 @@ cdef inline bint _fits(Py_ssize_t cls) noexcept:
 
 cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     """Give a block back: to the cache (evicting the least recently touched
-    classes to make room under the limit), else to the system.
-
-    Re-entrant: creating a bucket allocates a list, which can run a garbage
-    collection, which can free other Storages -- of the same size class too --
-    through this function before the outer call resumes.  So the bucket (and
-    the cache dict itself: a finaliser may call ``empty_cache()``) is looked up
-    again after that allocation, and the limit checked again, before the block
-    goes in.  (Before: the outer call then stored ``_cache[cls] = [ptr]`` over
-    the bucket the inner call had just made, and the inner block was lost,
-    never returned to the system.)  No other step here allocates a tracked
-    object.
-    """
+    classes to make room under the limit), else to the system.  Creates no
+    Python object, so no garbage collection (and no other free) runs inside."""
     global _current_bytes, _frees, _cached_bytes, _system_frees
-    cdef list bucket
-    cdef list fresh
     _current_bytes -= cls
     _frees += 1
     if not _shutting_down and cls <= _cache_limit and not _in_uncached_block():
-        try:
-            addr = <uintptr_t>ptr          # an int: never runs a collection
-            _evict_for(cls)
-            bucket = _cache.get(cls)
-            if bucket is None:
-                fresh = []                 # may run a collection that re-enters _free
-                bucket = _cache.get(cls)   # the cache as it is now
-                if bucket is None:
-                    bucket = fresh
-            _evict_for(cls)                # re-entered frees may have filled it
-            if _fits(cls):
-                bucket.append(addr)
-                _cached_bytes += cls
-                if cls in _cache:
-                    del _cache[cls]
-                _cache[cls] = bucket       # the most recently touched class
-                return
-        except BaseException:  # noqa: B036 - never raise from a free path
-            pass
+        _evict_for(cls)
+        if _fits(cls) and rtx_cache_push(rtx_class_index(cls), ptr):
+            _cached_bytes += cls
+            return
     rtx_aligned_free(ptr)
     _system_frees += 1
 
 
 cdef void _release_cache() noexcept:
-    global _cache, _cached_bytes, _system_frees
-    cdef object addr
-    # Detach the cache first (defensive: the loop below allocates no Python
-    # object, so no garbage collection runs inside it today): a Storage freed
-    # meanwhile goes to the new, empty cache, never into the dict iterated.
-    cdef dict old = _cache
-    _cache = {}
+    """Return every cached block to the system (and the cache's own stacks)."""
+    global _cached_bytes, _system_frees
+    cdef int i = -1
+    cdef void* ptr = rtx_cache_pop_oldest(&i)
+    while ptr != NULL:
+        rtx_aligned_free(ptr)
+        _system_frees += 1
+        ptr = rtx_cache_pop_oldest(&i)
     _cached_bytes = 0
-    for bucket in old.values():
-        for addr in bucket:
-            rtx_aligned_free(<void*><uintptr_t>addr)
-            _system_frees += 1
+    rtx_cache_shrink()
 
 
 def _release_cache_at_exit():
     """Free the cache when the interpreter exits and stop caching from then on.
 
-    Cached addresses are kept as Python ints, which leak checkers (valgrind,
-    LeakSanitizer) cannot see as pointers: without this every cached block
-    would be reported as definitely lost at exit.
+    (Every cached block would otherwise stay allocated until the process
+    ends, reported by leak checkers as still reachable.)
     """
     global _shutting_down
     _shutting_down = True

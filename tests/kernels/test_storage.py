@@ -6,6 +6,8 @@ import gc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 import rtx
 from rtx import _kernels
@@ -205,6 +207,91 @@ def test_a_freed_block_evicts_the_least_recently_used_classes():
         st = rtx.Storage(4 * MIB)
         del st
         assert rtx.memory_stats()["cached_bytes"] == before
+    finally:
+        rtx.set_cache_limit(old)
+        rtx.empty_cache()
+
+
+def _size_class(n):
+    """The allocator's size classes (rtx/_storage.pxi's ``_size_class``)."""
+    if n <= 4096:
+        return max(64, (n + 63) // 64 * 64)
+    p = 1
+    while p < n:
+        p <<= 1
+    step = p >> 4
+    return (n + step - 1) // step * step
+
+
+class _CacheModel:
+    """The cache's documented behaviour in Python: a stack of blocks per size
+    class, the classes least recently touched first, a byte limit."""
+
+    def __init__(self, limit):
+        self.limit, self.cached, self.buckets = limit, 0, {}   # class -> count (ordered)
+        self.hits = self.sys_allocs = self.sys_frees = 0
+
+    def alloc(self, n):
+        c = _size_class(n)
+        for _ in range(3 if c > 4096 else 1):
+            if self.buckets.get(c):
+                k = self.buckets.pop(c) - 1
+                if k:
+                    self.buckets[c] = k                         # touched: most recent
+                self.cached -= c
+                self.hits += 1
+                return c
+            c = _size_class(c + 1)
+        self.sys_allocs += 1
+        return _size_class(n)
+
+    def free(self, c):
+        if c <= self.limit:
+            while self.buckets and c > self.limit - self.cached:
+                oldest = next(iter(self.buckets))
+                while self.buckets[oldest] and c > self.limit - self.cached:
+                    self.buckets[oldest] -= 1
+                    self.cached -= oldest
+                    self.sys_frees += 1
+                if not self.buckets[oldest]:
+                    del self.buckets[oldest]
+            if c <= self.limit - self.cached:
+                self.buckets[c] = self.buckets.pop(c, 0) + 1
+                self.cached += c
+                return
+        self.sys_frees += 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st_.lists(st_.tuples(st_.booleans(), st_.integers(1, 40_000)), max_size=60),
+       st_.sampled_from([0, 4096, 50_000, 200_000]))
+def test_the_cache_follows_its_model(ops, limit):
+    # allocations and frees of many size classes (small, and across powers of
+    # two with the best fit) against _CacheModel: the same hits, system calls
+    # and cached bytes after every step
+    old = rtx.get_cache_limit()
+    gc.collect()
+    try:
+        rtx.empty_cache()
+        rtx.set_cache_limit(limit)
+        model, live, classes = _CacheModel(limit), [], []
+        s0 = rtx.memory_stats()
+        for is_alloc, n in ops:
+            if is_alloc or not live:
+                before = rtx.memory_stats()["current_bytes"]
+                live.append(rtx.Storage(n))
+                classes.append(model.alloc(n))
+                assert rtx.memory_stats()["current_bytes"] - before == classes[-1]
+            else:
+                i = n % len(live)
+                del live[i]
+                model.free(classes.pop(i))
+            s = rtx.memory_stats()
+            assert (s["cached_bytes"], s["cache_hits"] - s0["cache_hits"],
+                    s["system_allocations"] - s0["system_allocations"],
+                    s["system_frees"] - s0["system_frees"]) == (
+                model.cached, model.hits, model.sys_allocs, model.sys_frees)
+        del live
     finally:
         rtx.set_cache_limit(old)
         rtx.empty_cache()
