@@ -103,7 +103,9 @@ def _convert(p: Param, params: dict[str, Param], anchor: str, op: str, first: bo
             lines.append(f"if not isinstance({n}, Tensor): "
                          f"{n} = _operand({n}, _default_ad(), False)")
         elif not first and k == "Operand":
-            lines.append(f"if not isinstance({n}, Tensor): {n} = _operand({n}, {anchor}._ad)")
+            # (a Python float is an operand as it is: _operand returns it unchanged)
+            lines.append(f"if not isinstance({n}, Tensor) and type({n}) is not float: "
+                         f"{n} = _operand({n}, {anchor}._ad)")
         elif not first and k == "OptTensor":
             lines.append(f"if {n} is not None and not isinstance({n}, Tensor): "
                          f"{n} = _operand({n}, {anchor}._ad, False)")

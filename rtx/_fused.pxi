@@ -692,6 +692,15 @@ cdef inline Py_ssize_t _fx_up(Py_ssize_t n) noexcept:
     return (n + 63) & ~(<Py_ssize_t>63)
 
 
+cdef inline bint _fx_int32_c(object a) noexcept:
+    """Whether ``a`` is an int32 C-contiguous numpy array in native byte order
+    (then read as it is: no ``ascontiguousarray`` call)."""
+    return (isinstance(a, _np_fx.ndarray)
+            and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_INT32
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
+
+
 def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_regs,
                tuple shape, int num_threads=1, Py_ssize_t block=2048, int sum_reg=-1,
                sum_out=None):
@@ -749,7 +758,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     cdef cnp.npy_intp* xst
 
     # -- arguments as arrays of the kernel's types (no copy when they already are)
-    pa = _np_fx.ascontiguousarray(prog, dtype=_np_fx.int32)
+    pa = prog if _fx_int32_c(prog) else _np_fx.ascontiguousarray(prog, dtype=_np_fx.int32)
     if pa.ndim != 2 or pa.shape[1] != 6:
         raise ValueError("fused_eval: the program must be an (n, 6) int32 array")
     # (the callers' lists of Python floats are read as they are: no array made)
@@ -757,7 +766,10 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         consts = _np_fx.ascontiguousarray(consts, dtype=_np_fx.float64).reshape(-1)
     if type(imms) is not list:
         imms = _np_fx.ascontiguousarray(imms, dtype=_np_fx.float64).reshape(-1)
-    oa = _np_fx.ascontiguousarray(out_regs, dtype=_np_fx.int32).reshape(-1)
+    if _fx_int32_c(out_regs) and cnp.PyArray_NDIM(<cnp.ndarray>out_regs) == 1:
+        oa = out_regs
+    else:
+        oa = _np_fx.ascontiguousarray(out_regs, dtype=_np_fx.int32).reshape(-1)
     ninstr = <int>pa.shape[0]
     nconst = len(consts)
     nimm = len(imms)
@@ -782,6 +794,11 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         total *= s
     if not 16 <= block <= (1 << 16):
         raise ValueError("fused_eval: block must be in [16, 65536]")
+    if block > total:
+        # one block holds everything: no larger than the elements (rounded up to
+        # 64), so a small call sizes and fills (constants) no more scratch than it
+        # uses.  (Blocks only cut the work; the bits never depend on them.)
+        block = max(16, _fx_up(total))
 
     # -- one block of private C memory for everything the nogil loop reads
     first = outputs[0] if nout else sum_out

@@ -88,7 +88,7 @@ class Autodiff:
                     track = True
             else:
                 prims.append(a)
-        if track and getattr(_state, "enabled", True) and op.differentiable:
+        if track and _state.enabled and op.differentiable:
             needs = []
             parents = []
             for a in args:

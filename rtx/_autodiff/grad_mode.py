@@ -11,12 +11,20 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_state = threading.local()
+class _State(threading.local):
+    """This thread's grad mode.  The class attribute is every thread's default:
+    reading it never fails (a ``getattr`` default would build and clear an
+    ``AttributeError`` on every op of a thread that never set the mode)."""
+
+    enabled = True
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
     """Whether ops on tensors that require grad are recorded (this thread)."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set(mode: bool) -> None:

@@ -230,7 +230,7 @@ class Function:
                 needs.append(False)
                 in_meta.append(None)
                 parents.append(None)
-        track = any(needs) and getattr(_state, "enabled", True)
+        track = any(needs) and _state.enabled
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(needs) if track else (False,) * len(args)
         with no_grad():

@@ -16,15 +16,18 @@ _ndarray = np.ndarray
 
 def empty(shape: tuple[int, ...], dtype: Any, zero: bool = False) -> np.ndarray:
     """An uninitialised (or zeroed) C-contiguous array owned by an rtx Storage."""
-    if not isinstance(dtype, np.dtype):
-        dtype = np.dtype(dtype)
     try:
-        # the Storage and the array made in C: numbers and bools, a tuple shape
+        # the Storage and the array made in C: numbers and bools, an np.dtype, a
+        # tuple shape
         return storage_array(shape, dtype, zero)
     except TypeError:
-        pass        # another dtype or shape type (np.ndarray's message if it is wrong)
+        # another dtype or shape type (np.ndarray's message if it is wrong); a
+        # dtype given as a type or a name: once more as an np.dtype
+        as_dtype = not isinstance(dtype, np.dtype)
     except OverflowError:  # a dimension past a Py_ssize_t
         raise MemoryError(f"rtx: an array of shape {shape} is too large") from None
+    if as_dtype:
+        return empty(shape, np.dtype(dtype), zero)
     try:
         storage = Storage(math.prod(shape) * dtype.itemsize, zero)
     except OverflowError:  # more bytes than a Py_ssize_t holds

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._dtypes import float_type
-from ..._kernels import fused_eval
+from ..._kernels import fused_eval, storage_array
 from ..._threads import get_num_threads
 from .._program import IMM, Program, lower
 from ..activation import np_elu, np_leaky_relu, np_sigmoid
@@ -18,6 +18,7 @@ from .elementwise import binary, unary
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 _LEAKY_RELU = lower(("a",), (), ("leaky_relu", "a", IMM))
 _ELU = lower(("a",), (), ("elu", "a", IMM))
@@ -41,12 +42,15 @@ def run_fixed(p: Program, inputs: list[np.ndarray], consts: list[float],
     """``p``'s one output (a new owned array), or None when the inputs are not
     all one float dtype and shape (the caller then runs numpy)."""
     a = inputs[0]
-    if type(a) is not _ndarray or a.dtype not in _KERNEL_DTYPES:
+    if type(a) is not _ndarray:
+        return None
+    dt, shape = a.dtype, a.shape
+    if dt is not _F32 and dt is not _F64 and dt not in _KERNEL_DTYPES:
         return None
     for x in inputs[1:]:
-        if type(x) is not _ndarray or x.dtype != a.dtype or x.shape != a.shape:
+        if type(x) is not _ndarray or (x.dtype is not dt and x.dtype != dt) or x.shape != shape:
             return None
-    out = empty(a.shape, a.dtype)
+    out = storage_array(shape, dt)
     fused_eval(p.prog, p.nregs, inputs, consts, imms, [out], p.out_regs, a.shape,
                get_num_threads(), 2048)
     return out

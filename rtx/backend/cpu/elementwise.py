@@ -9,12 +9,14 @@ import numpy as np
 
 from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._dtypes import float_type, result_type
+from ..._kernels import storage_array
 from ..._threads import get_num_threads
 from .._program import evaluate
 from ._alloc import empty, own
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 # Float arithmetic on at least THREADED_MIN elements (1 MiB of float32) runs as
 # one pass of the fused evaluator on rtx's threads, where numpy's ufunc runs on
@@ -42,6 +44,23 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     """``ufunc(a, b)`` into a new owned array: numpy's broadcasting, PyTorch's
     result dtype (``rtx._dtypes.result_type``; true division: ``float_type`` of
     it), computed in that dtype; ``out_dtype`` (comparisons: bool) overrides it."""
+    if type(a) is _ndarray and out_dtype is None:
+        # the common case first (a float array and one of its dtype and shape, or
+        # a Python number, below THREADED_MIN elements): what the general path
+        # below computes for it, without its dtype and shape questions
+        dt = a.dtype
+        if dt is _F32 or dt is _F64:
+            tb = type(b)
+            if tb is _ndarray:
+                shape = a.shape
+                if b.dtype is dt and b.shape == shape and a.size < THREADED_MIN:
+                    out = storage_array(shape, dt)
+                    ufunc(a, b, out=out)
+                    return out
+            elif tb is float or tb is int:
+                out = storage_array(a.shape, dt)
+                ufunc(a, b, out=out)
+                return out
     big = False      # two arrays whose result has THREADED_MIN elements or more
     if type(a) is _ndarray:
         if type(b) is not _ndarray:
@@ -76,8 +95,13 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
 def unary(ufunc: Any, a: np.ndarray) -> np.ndarray:
     """``ufunc(a)`` into a new owned array (a float-valued ufunc on ints and bools
     gives float32, computed in it; neg/abs/sign keep the dtype)."""
-    if a.dtype.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
-        out = empty(a.shape, a.dtype)
+    dt = a.dtype
+    if dt is _F32 or dt is _F64:
+        out = storage_array(a.shape, dt)
+        ufunc(a, out=out)
+        return out
+    if dt.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
+        out = empty(a.shape, dt)
         ufunc(a, out=out)
         return out
     out = empty(a.shape, float_type(a.dtype))
