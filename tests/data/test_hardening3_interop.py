@@ -388,8 +388,16 @@ def test_unpickling_finds_a_live_backend_of_the_class():
 
 
 # --------------------------------------------------------------------------
-# 4b. a Storage freed by a collection that re-enters the free path
+# 4b. a Storage freed by a collection in the window of another free
 # --------------------------------------------------------------------------
+# The cache's free path once allocated a list (a new bucket), which could run a
+# collection whose finalisers freed other Storages -- of the same class too --
+# inside the outer free: blocks were lost and the limit passed.  The cache is C
+# now and a free creates no Python object, so no collection can start inside
+# one.  Each test below opens that window as before (gc armed to collect on the
+# next tracked allocation, CPython's list free list drained) and checks that
+# the finaliser runs only after the outer free has finished, and that every
+# block is accounted for when it does.
 def _held_blocks() -> int:
     st = _kernels.memory_stats()
     return st["system_allocations"] - st["system_frees"]
@@ -402,12 +410,48 @@ def _drain_list_free_list() -> list:
     return [[] for _ in range(256)]
 
 
+def _free_in_the_window(outer_size: int, holder: type) -> tuple[dict, dict]:
+    """Free a Storage of ``outer_size`` with a collection armed and a cyclic
+    ``holder()`` waiting to be collected; returns the stats before and right
+    after the free (gc is off again, the holder not yet collected)."""
+    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
+    gc.disable()
+    try:
+        gc.collect()
+        _kernels.empty_cache()
+        outer = _kernels.Storage(outer_size)
+        h = holder()
+        del h                            # cyclic garbage, uncollected (gc is off)
+        base = _kernels.memory_stats()
+        keep = _drain_list_free_list()
+        gc.set_threshold(1)              # the next tracked allocation collects
+        gc.enable()
+        del outer                        # ... none happens inside the free
+        gc.disable()
+        after = _kernels.memory_stats()
+        del keep
+    finally:
+        gc.set_threshold(*threshold)
+        if was_enabled:
+            gc.enable()
+    return base, after
+
+
+def _class_bytes(n: int) -> int:
+    """The size class (bytes counted) of a Storage of ``n`` bytes."""
+    before = _kernels.memory_stats()["current_bytes"]
+    st = _kernels.Storage(n)
+    cls = _kernels.memory_stats()["current_bytes"] - before
+    del st
+    _kernels.empty_cache()
+    return cls
+
+
 def test_reentrant_free_during_bucket_creation_loses_no_block():
-    """The outer free of a size class with no bucket allocates the bucket's list;
-    that allocation runs a collection; a finaliser then frees a Storage of the
-    same class (the inner free makes the bucket).  Before: the outer free then
-    overwrote that bucket and the inner block was never given back."""
+    """The outer free caches its block with no collection inside; the finaliser's
+    free of a Storage of the same class comes after and is cached beside it."""
     n = 3 * 1024 * 1024 + 777           # a size class no other test uses
+    cls = _class_bytes(n)
     events = []
 
     class Holder:
@@ -420,37 +464,25 @@ def test_reentrant_free_during_bucket_creation_loses_no_block():
             events.append((s["frees"], s["cached_bytes"]))
             self.st = None               # the inner free, right here
 
-    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
-    gc.disable()
-    try:
-        gc.collect()
-        _kernels.empty_cache()           # no bucket for any class
-        outer = _kernels.Storage(n)
-        h = Holder()
-        del h                            # cyclic garbage, uncollected (gc is off)
-        base = _kernels.memory_stats()
-        held = _held_blocks()
-        keep = _drain_list_free_list()
-        gc.set_threshold(1)              # the next tracked allocation collects ...
-        gc.enable()
-        del outer                        # ... and that is the outer free's new bucket
-        gc.disable()
-        del keep
-    finally:
-        gc.set_threshold(*threshold)
-        if was_enabled:
-            gc.enable()
-    # the finaliser ran inside the outer free: counted, its block not yet cached
-    assert events == [(base["frees"] + 1, base["cached_bytes"])]
+    base, after = _free_in_the_window(n, Holder)
+    assert events == []                  # nothing ran inside the outer free
+    assert (after["frees"], after["cached_bytes"]) == (base["frees"] + 1,
+                                                       base["cached_bytes"] + cls)
+    gc.collect()                         # now the finaliser and its free
+    assert events == [(base["frees"] + 1, base["cached_bytes"] + cls)]
+    assert _kernels.memory_stats()["cached_bytes"] == base["cached_bytes"] + 2 * cls
     _kernels.empty_cache()
     assert _kernels.memory_stats()["cached_bytes"] == 0
-    assert _held_blocks() == held - 2    # both blocks back with the system
+    # both blocks (held when the window opened) back with the system
+    assert _held_blocks() == base["system_allocations"] - base["system_frees"] - 2
 
 
 def test_reentrant_free_keeps_the_cache_under_its_limit():
-    """The cache holds one block of the class: the finaliser's (inner) block takes
-    the room, so the outer block goes back to the system, not over the limit."""
+    """The cache holds one block of the class: the outer block takes the room;
+    the finaliser's block, freed after, evicts it (the older) and stays: never
+    over the limit."""
     n = 3 * 1024 * 1024 + 2333
+    cls = _class_bytes(n)
     ran = []
 
     class Holder:
@@ -463,38 +495,26 @@ def test_reentrant_free_keeps_the_cache_under_its_limit():
             self.st = None
 
     limit = _kernels.get_cache_limit()
-    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
-    gc.disable()
     try:
+        _kernels.set_cache_limit(cls)
+        base, after = _free_in_the_window(n, Holder)
+        assert ran == []                    # nothing ran inside the outer free
+        assert after["cached_bytes"] == cls
         gc.collect()
-        _kernels.empty_cache()
-        outer = _kernels.Storage(n)
-        before = _kernels.memory_stats()["current_bytes"]
-        h = Holder()
-        cls_bytes = _kernels.memory_stats()["current_bytes"] - before   # one size class
-        _kernels.set_cache_limit(cls_bytes)
-        del h
-        keep = _drain_list_free_list()
-        gc.set_threshold(1)
-        gc.enable()
-        del outer
-        gc.disable()
-        del keep
         s = _kernels.memory_stats()
-        assert ran == [0]                   # inside the outer free, before it cached
-        assert s["cached_bytes"] == cls_bytes <= s["cache_limit"]
+        assert ran == [cls]                 # after the outer free had cached its block
+        assert s["cached_bytes"] == cls <= s["cache_limit"]
+        assert s["system_frees"] == after["system_frees"] + 1     # the outer block
     finally:
-        gc.set_threshold(*threshold)
-        if was_enabled:
-            gc.enable()
         _kernels.set_cache_limit(limit)
         _kernels.empty_cache()
 
 
 def test_reentrant_free_that_empties_the_cache_loses_no_block():
-    """Same window, but the finaliser calls empty_cache(): the outer free must put
-    its block in the cache that exists afterwards (not the detached one)."""
+    """Same window, but the finaliser calls empty_cache(): it runs after the outer
+    free, and gives back the block that free cached."""
     n = 3 * 1024 * 1024 + 1555
+    cls = _class_bytes(n)
     ran = []
 
     class Holder:
@@ -505,28 +525,14 @@ def test_reentrant_free_that_empties_the_cache_loses_no_block():
             ran.append(1)
             _kernels.empty_cache()
 
-    was_enabled, threshold = gc.isenabled(), gc.get_threshold()
-    gc.disable()
-    try:
-        gc.collect()
-        _kernels.empty_cache()
-        outer = _kernels.Storage(n)
-        h = Holder()
-        del h
-        held = _held_blocks()
-        keep = _drain_list_free_list()
-        gc.set_threshold(1)
-        gc.enable()
-        del outer
-        gc.disable()
-        del keep
-    finally:
-        gc.set_threshold(*threshold)
-        if was_enabled:
-            gc.enable()
+    base, after = _free_in_the_window(n, Holder)
+    assert ran == []                        # nothing ran inside the outer free
+    assert after["cached_bytes"] == base["cached_bytes"] + cls
+    gc.collect()
     assert ran == [1]
-    _kernels.empty_cache()
-    assert _held_blocks() == held - 1
+    assert _kernels.memory_stats()["cached_bytes"] == 0
+    # the outer block (held when the window opened) back with the system
+    assert _held_blocks() == base["system_allocations"] - base["system_frees"] - 1
 
 
 # --------------------------------------------------------------------------
