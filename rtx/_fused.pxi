@@ -222,13 +222,15 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
             else:
                 d[i] = erf(a[i])
     elif op == FX_SIGMOID:
-        # the CPU backend's stable form: exp(-|x|) never overflows
+        # the CPU backend's stable form: exp(-|x|) never overflows (float: the
+        # vectorised rtx_expf in _vmath.pxi's loop, in its AVX2 copy where the CPU
+        # has AVX2; double: libm)
+        if real is float:
+            rtx_sigmoid_block_f32(d, a, n)
+            return
         for i in range(n):
             x = a[i]
-            if real is float:
-                e = expf(-fabsf(x))
-            else:
-                e = exp(-fabs(x))
+            e = exp(-fabs(x))
             y = 1 + e
             p = 1 / y
             q = e / y

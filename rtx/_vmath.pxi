@@ -189,6 +189,19 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++)
             x[i] = rtx_expf(x[i]);
     }
+    /* d[i] = sigmoid(a[i]) over a block, in the stable form: e = exp(-|x|) (never
+       overflows), 1 / (1 + e) for x >= 0 and e / (1 + e) below (NaN: NaN); the
+       fused evaluator's float sigmoid, exp by rtx_expf (vectorised: libm's expf
+       is a scalar call) */
+    RTX_AVX2_CLONES
+    static void rtx_sigmoid_block_f32(float* d, const float* a, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            float x = a[i];
+            float e = rtx_expf(-fabsf(x));
+            float y = 1.0f + e;
+            d[i] = rtx_self(x >= 0, 1.0f / y, e / y);
+        }
+    }
     /* d[i] = elu(a[i]) = a[i] > 0 ? a[i] : alpha * expm1(a[i]) over a block (NaN:
        alpha * NaN, a NaN); the fused evaluator's float ELU */
     RTX_AVX2_CLONES
@@ -223,6 +236,7 @@ cdef extern from *:
     void rtx_arith_f64(int op, double* d, const double* a, const double* b,
                        Py_ssize_t n) noexcept nogil
     void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) noexcept nogil
+    void rtx_sigmoid_block_f32(float* d, const float* a, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil
     double rtx_seld(int keep, double x, double y) noexcept nogil
     float rtx_expm1f_neg(float x) noexcept nogil
