@@ -19,6 +19,8 @@ from .elementwise import binary, unary
 _ndarray = np.ndarray
 _py_numbers = (int, float)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_ZERO_F32, _ZERO_F64 = np.zeros((), _F32), np.zeros((), _F64)
+_ZERO_F32.flags.writeable = _ZERO_F64.flags.writeable = False
 
 _LEAKY_RELU = lower(("a",), (), ("leaky_relu", "a", IMM))
 _ELU = lower(("a",), (), ("elu", "a", IMM))
@@ -58,8 +60,15 @@ def run_fixed(p: Program, inputs: list[np.ndarray], consts: list[float],
 
 class CpuActivation:
     def relu(self, a: np.ndarray) -> np.ndarray:
+        dt = a.dtype
+        if dt is _F32 or dt is _F64:
+            # maximum(a, 0) with a 0-d zero of the dtype (a Python 0 costs numpy a
+            # scalar conversion per call): numpy's bits, NaN and the tie rule included
+            out = storage_array(a.shape, dt)
+            np.maximum(a, _ZERO_F32 if dt is _F32 else _ZERO_F64, out=out)
+            return out
         # a Python 0 keeps float arrays on binary's fast path (same result and dtype)
-        return binary(np.maximum, a, 0 if a.dtype.kind == "f" else a.dtype.type(0))
+        return binary(np.maximum, a, 0 if dt.kind == "f" else dt.type(0))
 
     def leaky_relu(self, a: np.ndarray, negative_slope: float) -> np.ndarray:
         if isinstance(negative_slope, _py_numbers):

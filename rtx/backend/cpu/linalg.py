@@ -6,13 +6,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dtypes import result_type
+from ..._kernels import storage_array
 from ..._threads import get_num_threads
 from .._matmul import BLAS_THREADED_MIN, SINGLE_THREADED_BLAS, matmul_2d
 from ._alloc import empty, own
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
 
 class CpuLinalg:
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        dt = a.dtype
+        if (dt is _F32 or dt is _F64) and b.dtype is dt and a.ndim == 2 and b.ndim == 2:
+            # the common small case first: what the 2-D float path below runs for it
+            (m, k), (k2, n) = a.shape, b.shape
+            if k == k2 and m * n * k < BLAS_THREADED_MIN:
+                out = storage_array((m, n), dt)
+                np.dot(a, b, out=out)
+                return out
         if a.ndim >= 2 and b.ndim >= 2:
             if a.shape[-1] != b.shape[-2]:
                 raise ValueError(
