@@ -697,7 +697,7 @@ cdef inline Py_ssize_t _fx_up(Py_ssize_t n) noexcept:
 cdef inline bint _fx_int32_c(object a) noexcept:
     """Whether ``a`` is an int32 C-contiguous numpy array in native byte order
     (then read as it is: no ``ascontiguousarray`` call)."""
-    return (isinstance(a, _np_fx.ndarray)
+    return (isinstance(a, cnp.ndarray)
             and cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.NPY_INT32
             and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a)
             and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
@@ -804,13 +804,13 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
 
     # -- one block of private C memory for everything the nogil loop reads
     first = outputs[0] if nout else sum_out
-    if not isinstance(first, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>first) not in (
+    if not isinstance(first, cnp.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>first) not in (
             cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
         raise TypeError("fused_eval: outputs must be float32 or float64 numpy arrays")
     typenum = cnp.PyArray_TYPE(<cnp.ndarray>first)
     itemsize = cnp.PyArray_ITEMSIZE(<cnp.ndarray>first)
     if summing:
-        if (not isinstance(sum_out, _np_fx.ndarray)
+        if (not isinstance(sum_out, cnp.ndarray)
                 or cnp.PyArray_TYPE(<cnp.ndarray>sum_out) != typenum):
             raise TypeError(f"fused_eval: sum_out must be a {first.dtype} numpy array")
         if (cnp.PyArray_SIZE(<cnp.ndarray>sum_out) != 1
@@ -887,7 +887,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         # -- outputs and inputs
         for j in range(nout):
             o = outputs[j]
-            if not isinstance(o, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>o) != typenum:
+            if not isinstance(o, cnp.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>o) != typenum:
                 raise TypeError(f"fused_eval: every output must be a {first.dtype} numpy array")
             if (not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>o)
                     or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>o)
@@ -898,7 +898,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
             outp_c[j] = <char*>_fx_data(<cnp.ndarray>o)
         for i in range(nin):
             xo = inputs[i]
-            if not isinstance(xo, _np_fx.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>xo) != typenum:
+            if not isinstance(xo, cnp.ndarray) or cnp.PyArray_TYPE(<cnp.ndarray>xo) != typenum:
                 raise TypeError(f"fused_eval: every input must be a {first.dtype} numpy array")
             x = <cnp.ndarray>xo
             xd = cnp.PyArray_NDIM(x)
