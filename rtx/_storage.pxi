@@ -290,11 +290,6 @@ cdef inline bint _in_uncached_block() noexcept:
     return _uncached_depth > 0 and PyThread_get_thread_ident() == _uncached_owner
 
 
-cdef inline bint _fits(Py_ssize_t cls) noexcept:
-    """Whether a freed block of ``cls`` bytes may join the cache (under its limit)."""
-    return not _shutting_down and cls <= _cache_limit - _cached_bytes
-
-
 cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     """Give a block back: to the cache (evicting the least recently touched
     classes to make room under the limit), else to the system.  Creates no
@@ -303,8 +298,8 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     _current_bytes -= cls
     _frees += 1
     if not _shutting_down and cls <= _cache_limit and not _in_uncached_block():
-        _evict_for(cls)
-        if _fits(cls) and rtx_cache_push(rtx_class_index(cls), ptr):
+        _evict_for(cls)                    # now cls <= _cache_limit - _cached_bytes
+        if rtx_cache_push(rtx_class_index(cls), ptr):
             _cached_bytes += cls
             return
     rtx_aligned_free(ptr)
