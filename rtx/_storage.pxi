@@ -70,7 +70,7 @@ cdef extern from *:
        then 8 per power of two, (p/2, p] in steps of p/16, up to 2^62 bytes.
        Only called with the GIL held (as every Storage is made and freed). */
     #define RTX_NCLASSES 464
-    typedef struct { void** ptrs; Py_ssize_t count, cap; int prev, next; } rtx_bucket;
+    typedef struct { void** ptrs; Py_ssize_t count, cap, bytes; int prev, next; } rtx_bucket;
     static rtx_bucket rtx_buckets[RTX_NCLASSES];
     static int rtx_lru_head = -1, rtx_lru_tail = -1;
     static int rtx_class_index(Py_ssize_t c) {      /* c: a size class */
@@ -96,13 +96,14 @@ cdef extern from *:
     static void rtx_cache_init(void) {
         for (int i = 0; i < RTX_NCLASSES; i++) {
             rtx_buckets[i].ptrs = NULL;
-            rtx_buckets[i].count = rtx_buckets[i].cap = 0;
+            rtx_buckets[i].count = rtx_buckets[i].cap = rtx_buckets[i].bytes = 0;
             rtx_buckets[i].prev = rtx_buckets[i].next = -1;
         }
     }
-    /* a cached block of class i (NULL: none); the class becomes the most
-       recently touched, or leaves the list when this was its last block */
-    static void* rtx_cache_pop(int i) {
+    /* a cached block of size class cls (NULL: none); the class becomes the
+       most recently touched, or leaves the list when this was its last block */
+    static void* rtx_cache_pop(Py_ssize_t cls) {
+        int i = rtx_class_index(cls);
         rtx_bucket* b = &rtx_buckets[i];
         void* p;
         if (b->count == 0) return NULL;
@@ -113,8 +114,8 @@ cdef extern from *:
     }
     /* the least recently touched class's most recently cached block, for
        eviction (NULL: the cache is empty); the class keeps its place in the
-       list until its last block goes.  *cls_index: its class */
-    static void* rtx_cache_pop_oldest(int* cls_index) {
+       list until its last block goes.  *cls_bytes: its size class */
+    static void* rtx_cache_pop_oldest(Py_ssize_t* cls_bytes) {
         int i = rtx_lru_head;
         rtx_bucket* b;
         void* p;
@@ -122,12 +123,13 @@ cdef extern from *:
         b = &rtx_buckets[i];
         p = b->ptrs[--b->count];
         if (b->count == 0) rtx_lru_unlink(i);
-        *cls_index = i;
+        *cls_bytes = b->bytes;
         return p;
     }
-    /* cache p in class i (now the most recently touched); 0 when the stack
-       could not grow (p is then not cached) */
-    static int rtx_cache_push(int i, void* p) {
+    /* cache p, a block of size class cls (now the most recently touched); 0
+       when the stack could not grow (p is then not cached) */
+    static int rtx_cache_push(Py_ssize_t cls, void* p) {
+        int i = rtx_class_index(cls);
         rtx_bucket* b = &rtx_buckets[i];
         if (b->count == b->cap) {
             Py_ssize_t cap = b->cap ? 2 * b->cap : 8;
@@ -137,6 +139,7 @@ cdef extern from *:
             b->cap = cap;
         }
         b->ptrs[b->count++] = p;
+        b->bytes = cls;
         if (b->count > 1) rtx_lru_unlink(i);
         rtx_lru_append(i);
         return 1;
@@ -155,11 +158,10 @@ cdef extern from *:
     void* rtx_aligned_alloc(size_t align, size_t n) nogil
     void rtx_aligned_free(void* p) nogil
     int rtx_hint_hugepage(void* p, size_t n) nogil
-    int rtx_class_index(Py_ssize_t c)
     void rtx_cache_init()
-    void* rtx_cache_pop(int i)
-    void* rtx_cache_pop_oldest(int* cls_index)
-    int rtx_cache_push(int i, void* p)
+    void* rtx_cache_pop(Py_ssize_t cls)
+    void* rtx_cache_pop_oldest(Py_ssize_t* cls_bytes)
+    int rtx_cache_push(Py_ssize_t cls, void* p)
     void rtx_cache_shrink()
 
 
@@ -238,7 +240,7 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
     cdef int tries = 1 + (BEST_FIT_CLASSES if 4096 < c <= (MAX_STORAGE_BYTES >> 2) else 0)
     if _cached_bytes:
         for k in range(tries):
-            ptr = rtx_cache_pop(rtx_class_index(c))
+            ptr = rtx_cache_pop(c)
             if ptr != NULL:
                 _cached_bytes -= c
                 _cache_hits += 1
@@ -262,25 +264,18 @@ cdef void* _alloc(Py_ssize_t* cls) except NULL:
     return ptr
 
 
-cdef inline Py_ssize_t _class_bytes(int i) noexcept:
-    """The size class of cache index ``i`` (``rtx_class_index``'s inverse)."""
-    if i < 64:
-        return (i + 1) * 64
-    return (9 + (i - 64) % 8) * ((<Py_ssize_t>8192 << ((i - 64) // 8)) >> 4)
-
-
 cdef void _evict_for(Py_ssize_t cls) noexcept:
     """Free cached blocks, least recently touched class first, until a block of
     ``cls`` bytes fits under the limit (or the cache is empty)."""
     global _cached_bytes, _system_frees
-    cdef int i = -1
+    cdef Py_ssize_t c = 0
     cdef void* ptr
     while cls > _cache_limit - _cached_bytes:
-        ptr = rtx_cache_pop_oldest(&i)
+        ptr = rtx_cache_pop_oldest(&c)
         if ptr == NULL:
             return
         rtx_aligned_free(ptr)
-        _cached_bytes -= _class_bytes(i)
+        _cached_bytes -= c
         _system_frees += 1
 
 
@@ -299,7 +294,7 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
     _frees += 1
     if not _shutting_down and cls <= _cache_limit and not _in_uncached_block():
         _evict_for(cls)                    # now cls <= _cache_limit - _cached_bytes
-        if rtx_cache_push(rtx_class_index(cls), ptr):
+        if rtx_cache_push(cls, ptr):
             _cached_bytes += cls
             return
     rtx_aligned_free(ptr)
@@ -309,12 +304,12 @@ cdef void _free(void* ptr, Py_ssize_t cls) noexcept:
 cdef void _release_cache() noexcept:
     """Return every cached block to the system (and the cache's own stacks)."""
     global _cached_bytes, _system_frees
-    cdef int i = -1
-    cdef void* ptr = rtx_cache_pop_oldest(&i)
+    cdef Py_ssize_t c = 0
+    cdef void* ptr = rtx_cache_pop_oldest(&c)
     while ptr != NULL:
         rtx_aligned_free(ptr)
         _system_frees += 1
-        ptr = rtx_cache_pop_oldest(&i)
+        ptr = rtx_cache_pop_oldest(&c)
     _cached_bytes = 0
     rtx_cache_shrink()
 
