@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
+from ..._dtypes import float32 as _F32
+from ..._dtypes import float64 as _F64
 from ..._dtypes import float_type
 from ..._kernels import fused_eval, storage_array
 from ..._threads import get_num_threads
@@ -18,7 +20,6 @@ from .elementwise import binary, unary
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _ZERO_F32, _ZERO_F64 = np.zeros((), _F32), np.zeros((), _F64)
 _ZERO_F32.flags.writeable = _ZERO_F64.flags.writeable = False
 
@@ -47,7 +48,7 @@ def run_fixed(p: Program, inputs: list[np.ndarray], consts: list[float],
     if type(a) is not _ndarray:
         return None
     dt, shape = a.dtype, a.shape
-    if dt is not _F32 and dt is not _F64 and dt not in _KERNEL_DTYPES:
+    if dt not in _KERNEL_DTYPES:      # (a tuple's `in` tries identity first)
         return None
     for x in inputs[1:]:
         if type(x) is not _ndarray or (x.dtype is not dt and x.dtype != dt) or x.shape != shape:

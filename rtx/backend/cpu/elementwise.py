@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
+from ..._dtypes import float32 as _F32
+from ..._dtypes import float64 as _F64
 from ..._dtypes import float_type, result_type
 from ..._kernels import storage_array
 from ..._threads import get_num_threads
@@ -16,7 +18,6 @@ from ._alloc import empty, own
 
 _ndarray = np.ndarray
 _py_numbers = (int, float)
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 # Float arithmetic on at least THREADED_MIN elements (1 MiB of float32) runs as
 # one pass of the fused evaluator on rtx's threads, where numpy's ufunc runs on
@@ -96,12 +97,8 @@ def unary(ufunc: Any, a: np.ndarray) -> np.ndarray:
     """``ufunc(a)`` into a new owned array (a float-valued ufunc on ints and bools
     gives float32, computed in it; neg/abs/sign keep the dtype)."""
     dt = a.dtype
-    if dt is _F32 or dt is _F64:
+    if dt is _F32 or dt is _F64 or dt.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
         out = storage_array(a.shape, dt)
-        ufunc(a, out=out)
-        return out
-    if dt.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
-        out = empty(a.shape, dt)
         ufunc(a, out=out)
         return out
     out = empty(a.shape, float_type(a.dtype))
