@@ -1,21 +1,25 @@
-"""The ASan + UBSan job, then the LeakSanitizer pass, then the self-test.
+"""The ASan + UBSan + LeakSanitizer job, then the self-test.
 
-    python tools/asan_job.py [--no-leaks | --leaks-only] [--no-selftest] [--leak-tests PATHS]
-                             [-- PYTEST ARGS]
+    python tools/asan_job.py [--no-leaks] [--no-selftest] [-- PYTEST ARGS]
 
 1. Stages a private copy of the rtx package in ``build/asan/src`` and builds its
    extension with ``-fsanitize=address,undefined -fno-sanitize-recover=undefined
    -fno-omit-frame-pointer -g -O1`` (fresh objects: ``--force``, own build dirs).
-2. Runs the WHOLE test suite against that copy with the uninstrumented CPython:
-   ``LD_PRELOAD=libasan.so PYTHONMALLOC=malloc``, pytest ``--capture=sys`` (fd
-   capture swallows the report).  Any ASan/UBSan report fails the job.
-3. LeakSanitizer pass (``detect_leaks=1:malloc_context_size=2``, suppressions in
-   ``tools/lsan.supp``: interpreter-owned allocations only) over the whole suite
-   again, or over ``--leak-tests``; the pytest plugin runs the leak check once at
-   the end of the session (not at exit: see ``memcheck_env.lsan_env``).  Should
-   LeakSanitizer's tracer itself crash (its fatal error, no report), the pass
-   runs once more.
-4. Self-test: deliberate bugs in ``tools/selftest`` (built at -O0 with the same
+2. Runs the WHOLE test suite once against that copy with the uninstrumented
+   CPython: ``LD_PRELOAD=libasan.so PYTHONMALLOC=malloc``, pytest
+   ``--capture=sys`` (fd capture swallows the report), ASan and UBSan on every
+   access and LeakSanitizer (``detect_leaks=1:malloc_context_size=2``,
+   suppressions in ``tools/lsan.supp``: interpreter-owned allocations only)
+   checked once by the pytest plugin at the end of the session (not at exit: see
+   ``memcheck_env.lsan_env``).  Any ASan/UBSan report or leak fails the job.
+   Should LeakSanitizer's tracer itself crash (its fatal error, no report), the
+   suite runs once more.
+   One pass finds what the two passes of earlier rounds (ASan alone, then the
+   suite again with leak detection, in the same ASan build) found: the second
+   pass was the first plus the leak check.  What the leak check costs is its
+   short allocation stacks (two frames); ``--no-leaks`` runs the suite with leak
+   detection off and full allocation and free stacks, to read a report.
+3. Self-test: deliberate bugs in ``tools/selftest`` (built at -O0 with the same
    flags), each in its own process, must each exit non-zero with a report.
 
 Exit status 0 only when every phase passed.  Run it with the real interpreter
@@ -46,12 +50,12 @@ def tracer_crashed(log: str) -> bool:
 
 def main() -> int:
     argv, extra = mc.split_args(sys.argv[1:])
+    unknown = [a for a in argv if a not in ("--no-leaks", "--no-selftest")]
+    if unknown:
+        print(f"asan_job: unknown option {unknown[0]} (see the module docstring)")
+        return 2
     leaks = "--no-leaks" not in argv
     selftest = "--no-selftest" not in argv
-    whole = "--leaks-only" not in argv      # the ASan + UBSan suite
-    leak_tests: list[str] = []
-    if "--leak-tests" in argv:
-        leak_tests = argv[argv.index("--leak-tests") + 1].split(",")
     py = mc.real_python()
     base, src, run_dir = mc.job_dirs("asan")
     times: dict[str, float] = {}
@@ -96,20 +100,17 @@ def main() -> int:
             for r in reports[:20]:
                 print("  REPORT:", r)
 
-    # ---------------------------------------------- whole suite, ASan + UBSan
+    # ------------------------- whole suite, ASan + UBSan (+ LeakSanitizer)
     tests = mc.test_paths(extra)
-    if whole:
-        print("=== asan: whole test suite under ASan + UBSan", flush=True)
-        suite("ASan/UBSan suite", "suite", env, tests, "pytest-asan.log")
-
-    # ----------------------------------------------------- LeakSanitizer pass
     if leaks:
-        print("=== asan: LeakSanitizer pass", flush=True)
+        print("=== asan: whole test suite under ASan + UBSan + LeakSanitizer", flush=True)
         lenv = mc.lsan_env(pp)
-        lenv.update(mc.memcheck_vars(src, "-fsanitize=address", "lsan"))
-        targets = mc.test_paths(extra, leak_tests) if leak_tests else tests
-        suite("LeakSanitizer pass", "leaks", lenv, targets, "pytest-lsan.log",
+        lenv.update(mc.memcheck_vars(src, "-fsanitize=address", "asan+lsan"))
+        suite("ASan/UBSan/LSan suite", "suite", lenv, tests, "pytest-asan.log",
               retry_tracer_crash=True)
+    else:
+        print("=== asan: whole test suite under ASan + UBSan (no leak check)", flush=True)
+        suite("ASan/UBSan suite", "suite", env, tests, "pytest-asan.log")
 
     # ------------------------------------------------------------ self-test
     if selftest:

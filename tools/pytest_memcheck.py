@@ -5,7 +5,7 @@ instrumented copy (``$RTX_MEMCHECK_PKG``) built with ``$RTX_MEMCHECK_CFLAG``:
 otherwise the job would silently test another build (the installed wheel or
 the in-tree one) and prove nothing.
 
-With ``$RTX_MEMCHECK_LEAKS=1`` (the LeakSanitizer pass, whose environment turns
+With ``$RTX_MEMCHECK_LEAKS=1`` (the ASan job's leak check, whose environment turns
 the check at exit off) it runs LeakSanitizer's check once when the session
 ends, after the session's fixtures are torn down, and fails the session when
 the check reports a leak.  rtx's cache of free blocks is emptied first (what
@@ -64,9 +64,9 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
     import rtx
 
     gc.collect()
-    # rtx's allocator cache keeps free blocks' addresses as Python ints, which
-    # LeakSanitizer cannot read as pointers: hand them back first, as rtx's
-    # own exit handler does before the check at exit.
+    # rtx's allocator cache holds free blocks on purpose (reachable through its
+    # C stacks, but not rtx's to report as live memory): hand them back first,
+    # as rtx's own exit handler does before the check at exit.
     rtx.empty_cache()
     leaked = check()
     print(f"memcheck[lsan]: leak check at session end: {'LEAKS' if leaked else 'none'}",
