@@ -120,8 +120,8 @@ def _convert(p: Param, params: dict[str, Param], anchor: str, op: str, first: bo
         lines.append(f"{n} = _check_rows({n}, {op!r}, {n!r})")
     elif k == "Dim":
         lines.append(f"{n} = _check_dim({n}, {anchor}.ndim)")
-    elif k == "Dims":
-        lines.append(f"{n} = _check_dims({n}, {anchor}.ndim)")
+    elif k == "Dims":   # (None, the default, needs no check: it stays None)
+        lines.append(f"if {n} is not None: {n} = _check_dims({n}, {anchor}.ndim)")
     elif k == "Index":
         rows, length = p.args["rows"], p.args.get("length")
         dim = p.args.get("dim", "0")

@@ -1031,6 +1031,44 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         free(block_c)
 
 
+def fused_unary(str name, a, double k=0):
+    #: a: object
+    #: -> npt.NDArray[Any] | None
+    """The fused evaluator's unary op ``name`` (a key of ``FUSED_OPS``; ``k`` its
+    immediate, for ``leaky_relu`` / ``elu``) over ``a`` into a new owned array,
+    by the evaluator's own loop on the calling thread: ``fused_eval``'s bits
+    without a program, for the small calls where its planning costs more than the
+    loop.  Only for a C-contiguous float32 / float64 numpy array of fewer than
+    ``get_fused_parallel_min()`` elements (a size ``fused_eval`` runs on one
+    thread too); None for any other ``a`` (the caller takes the general path).
+    ``ValueError`` for a name that is not a unary op."""
+    cdef cnp.ndarray x, out
+    cdef int op, t
+    cdef Py_ssize_t n
+    spec = FUSED_OPS.get(name)
+    if spec is None or spec.arity != 1 or spec.predicate:
+        raise ValueError(f"fused_unary: {name!r} is not a unary op of the fused evaluator")
+    op = spec.opcode
+    if type(a) is not cnp.ndarray:
+        return None
+    x = <cnp.ndarray>a
+    t = cnp.PyArray_TYPE(x)
+    if (t != cnp.NPY_FLOAT32 and t != cnp.NPY_FLOAT64) or not cnp.PyArray_IS_C_CONTIGUOUS(x):
+        return None
+    n = cnp.PyArray_SIZE(x)
+    if n >= FUSED_PARALLEL_MIN:
+        return None
+    out = _storage_like(x)
+    with nogil:    # (out is private; x's size and data pointer were read above)
+        if t == cnp.NPY_FLOAT32:
+            _fx_unary(op, <float*>cnp.PyArray_DATA(out), <const float*>cnp.PyArray_DATA(x),
+                      <float>k, n)
+        else:
+            _fx_unary(op, <double*>cnp.PyArray_DATA(out), <const double*>cnp.PyArray_DATA(x),
+                      k, n)
+    return out
+
+
 def fused_stream_count():
     #: -> int
     """How many fused passes wrote their outputs with non-temporal stores."""

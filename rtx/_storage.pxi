@@ -498,6 +498,21 @@ cdef enum:
     _SA_MAX_DIMS = 64                 # numpy's NPY_MAXDIMS
 
 
+cdef cnp.ndarray _storage_like(cnp.ndarray a):
+    """A new C-contiguous array of ``a``'s shape and dtype (a number dtype, checked
+    by the caller) over a fresh ``Storage``: ``storage_array(a.shape, a.dtype)``
+    for the kernels' own calls, without the Python call and the shape's parsing
+    (``a``'s dims are valid and its byte count exists)."""
+    cdef cnp.dtype descr = <cnp.dtype>cnp.PyArray_DESCR(a)
+    cdef Storage st = Storage.__new__(Storage, cnp.PyArray_NBYTES(a), False)
+    Py_INCREF(descr)              # PyArray_NewFromDescr steals the descriptor
+    arr = PyArray_NewFromDescr(
+        &PyArray_Type, descr, cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), NULL, st.ptr,
+        cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
+    cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
+    return arr
+
+
 def storage_array(tuple shape, dtype, bint zero=False):
     #: shape: tuple[int, ...]
     #: dtype: np.dtype[Any]

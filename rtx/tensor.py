@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 _scalars = (int, float, bool)
+_MATMUL = _OPS["matmul"]
 
 
 class Tensor(TensorFaces):
@@ -243,7 +244,9 @@ class Tensor(TensorFaces):
 
     # ---------------------------------------------------------- operators
     def __matmul__(self, o: Any) -> Tensor:
-        return matmul_checked(self, operand(o, self._ad, scalars=False))
+        if not isinstance(o, Tensor):
+            o = operand(o, self._ad, scalars=False)
+        return matmul_checked(self, o)
 
     def __rmatmul__(self, o: Any) -> Tensor:
         return matmul_checked(operand(o, self._ad, scalars=False), self)
@@ -653,8 +656,11 @@ def _host_key(key: Any) -> Any:
 
 def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with numpy/PyTorch semantics (1-D, 2-D, batched)."""
-    sa, sb = a.shape, b.shape          # (each read once: a property call per read)
+    sa, sb = a._ad.inner.shape(a._value), b._ad.inner.shape(b._value)
     na, nb = len(sa), len(sb)
+    if na == 2 and nb == 2 and sa[1] == sb[0]:   # (the common case: nothing else to ask)
+        return a._ad.apply(_MATMUL, a, b)        # (apply checks the backends)
+    sa, sb = tuple(sa), tuple(sb)
     if na == 0 or nb == 0:
         raise ValueError("matmul: both operands need at least 1 dimension")
     if na == 1 and nb == 1:
@@ -671,7 +677,7 @@ def matmul_checked(a: Tensor, b: Tensor) -> Tensor:
         )
     if na > 2 and nb > 2:  # only two batch shapes can disagree (~2 us saved)
         np.broadcast_shapes(sa[:-2], sb[:-2])
-    return a._ad.apply(_OPS["matmul"], a, b)   # (apply checks the backends)
+    return a._ad.apply(_MATMUL, a, b)
 
 
 def parse_to(where: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bool]:

@@ -590,6 +590,64 @@ def test_fused_eval_checks_each_variant_of_a_validated_program():
     np.testing.assert_array_equal(r[0], np.where(a + 0.25 > 0, a + 0.25, (a + 0.25) * 0.1))
 
 
+UNARY_OPS = sorted(n for n, spec in OPS.items() if spec.arity == 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", UNARY_OPS)
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (7, 3), (2, 3, 37)])
+def test_fused_unary_is_fused_eval_without_a_program(dtype, name, shape):
+    """The small path (the CPU backend's sigmoid, leaky_relu and elu): the same
+    loop as a one-instruction program, so the same bits, NaN, infinities and
+    signed zeros included; a new owned array, the input untouched."""
+    rng = np.random.default_rng(7)
+    a = np.asarray(rng.standard_normal(shape) * 40, dtype=dtype)   # (0-d: an array)
+    special = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, -100.0, 1e-40], dtype)
+    a.reshape(-1)[:special.size] = special[:a.size]
+    before = a.copy()
+    k = 0.3 if OPS[name].immediate else 0.0
+    ref = np.full(shape, -1, dtype)
+    _kernels.fused_eval(_prog([[OPS[name].opcode, 1, 0, -1, -1, 0 if k else -1]]), 2,
+                        [a], [], [k] if k else [], [ref], [1], shape, 1)
+    out = _kernels.fused_unary(name, a, k)
+    assert out.shape == shape and out.dtype == dtype and out.flags.c_contiguous
+    assert isinstance(out.base, _kernels.Storage) and not np.shares_memory(out, a)
+    def bits(x):
+        return x.reshape(-1).view(np.uint8)
+    np.testing.assert_array_equal(bits(out), bits(ref))
+    np.testing.assert_array_equal(bits(a), bits(before))
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_unary_writes_only_its_own_array(dtype):
+    # (under memcheck: every op over a short odd-sized array, read back in full)
+    a = np.linspace(-5, 5, 37).astype(dtype)
+    for name in UNARY_OPS:
+        k = 0.5 if OPS[name].immediate else 0.0
+        ref = np.empty_like(a)
+        _kernels.fused_eval(_prog([[OPS[name].opcode, 1, 0, -1, -1, 0 if k else -1]]), 2,
+                            [a], [], [k] if k else [], [ref], [1], a.shape, 1)
+        np.testing.assert_array_equal(_kernels.fused_unary(name, a, k), ref)
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.valgrind
+def test_fused_unary_leaves_other_arrays_to_the_general_path():
+    big = _kernels.get_fused_parallel_min()
+    for a in [np.ones(big, np.float32),                 # threaded: fused_eval's
+              np.ones((4, 6))[:, ::2],                  # not C-contiguous
+              np.ones(4, np.int64), np.ones(4, np.float16), [1.0, 2.0], 1.0,
+              np.ones(4).view(_Sub)]:                   # (not exactly an ndarray)
+        assert _kernels.fused_unary("sigmoid", a) is None
+    for name in ["add", "where", "lt", "nonsense"]:
+        with pytest.raises(ValueError):
+            _kernels.fused_unary(name, np.ones(4))
+
+
 @pytest.fixture
 def streamed():
     """Every fused pass streams its outputs (non-temporal stores)."""

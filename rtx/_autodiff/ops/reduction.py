@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import Op
+from .base import SINK, Op
 
 
 # --------------------------------------------------------------- reductions
@@ -36,7 +36,8 @@ class Sum(Op):
 
     @staticmethod
     def forward(ctx, B, a, dim=None, keepdim=False):
-        ctx.shape, ctx.dim, ctx.keepdim = tuple(B.shape(a)), dim, keepdim
+        if ctx is not SINK:   # (untracked: no shape to keep)
+            ctx.shape, ctx.dim, ctx.keepdim = tuple(B.shape(a)), dim, keepdim
         return B.sum(a, dim, keepdim)
 
     @staticmethod

@@ -11,7 +11,7 @@ from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
 from ..._dtypes import float32 as _F32
 from ..._dtypes import float64 as _F64
 from ..._dtypes import float_type
-from ..._kernels import fused_eval, storage_array
+from ..._kernels import fused_eval, fused_unary, storage_array
 from ..._threads import get_num_threads
 from .._program import IMM, Program, lower
 from ..activation import np_elu, np_leaky_relu, np_sigmoid
@@ -73,6 +73,9 @@ class CpuActivation:
 
     def leaky_relu(self, a: np.ndarray, negative_slope: float) -> np.ndarray:
         if isinstance(negative_slope, _py_numbers):
+            out = fused_unary("leaky_relu", a, negative_slope)   # (small: no program)
+            if out is not None:
+                return out
             out = run_fixed(_LEAKY_RELU, [a], [], [negative_slope])
             if out is not None:
                 return out
@@ -80,6 +83,9 @@ class CpuActivation:
 
     def elu(self, a: np.ndarray, alpha: float) -> np.ndarray:
         if isinstance(alpha, _py_numbers):
+            out = fused_unary("elu", a, alpha)
+            if out is not None:
+                return out
             out = run_fixed(_ELU, [a], [], [alpha])
             if out is not None:
                 return out
@@ -119,7 +125,11 @@ class CpuActivation:
         return r
 
     def sigmoid(self, a: np.ndarray) -> np.ndarray:
-        # np_sigmoid's stable form in one pass (numpy: 6 passes, 4 temporaries)
+        # np_sigmoid's stable form in one pass (numpy: 6 passes, 4 temporaries);
+        # a small array without the program's planning (the same loop, the same bits)
+        out = fused_unary("sigmoid", a)
+        if out is not None:
+            return out
         out = run_fixed(_SIGMOID, [a], [], [])
         return own(np_sigmoid(a)) if out is None else out
 
