@@ -555,3 +555,62 @@ def storage_array(tuple shape, dtype, bint zero=False):
         cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
     cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
     return arr
+
+
+import numpy as _np_st
+
+# The float dtypes the small-op paths below answer (numpy's own descriptors: an
+# array whose descriptor is another object, a byte-swapped one say, takes the
+# caller's general path).
+cdef object _ST_F32 = _np_st.dtype(_np_st.float32)
+cdef object _ST_F64 = _np_st.dtype(_np_st.float64)
+
+
+def owned_binary(ufunc, a, b, Py_ssize_t max_size):
+    #: ufunc: Any
+    #: a: object
+    #: b: object
+    #: -> npt.NDArray[Any] | None
+    """``ufunc(a, b, out=new)`` into a new owned array (``storage_array``) of
+    ``a``'s shape and dtype, for the CPU backend's common case, asked in C: ``a``
+    a float32 / float64 numpy array (exactly ``np.ndarray``) and ``b`` one of
+    the same dtype and shape with fewer than ``max_size`` elements, or a Python
+    ``float`` / ``int``.  None for anything else (the caller's general path:
+    promotion, broadcasting, threads).  numpy computes it: numpy's bits."""
+    cdef cnp.ndarray x, y
+    cdef object d
+    if type(a) is not cnp.ndarray:
+        return None
+    x = <cnp.ndarray>a
+    d = <object>cnp.PyArray_DESCR(x)
+    if d is not _ST_F32 and d is not _ST_F64:
+        return None
+    tb = type(b)
+    if tb is cnp.ndarray:
+        y = <cnp.ndarray>b
+        if (<object>cnp.PyArray_DESCR(y) is not d or not cnp.PyArray_SAMESHAPE(x, y)
+                or cnp.PyArray_SIZE(x) >= max_size):
+            return None
+    elif tb is not float and tb is not int:
+        return None
+    out = _storage_like(x)
+    ufunc(a, b, out=out)
+    return out
+
+
+def owned_unary(ufunc, a):
+    #: ufunc: Any
+    #: a: object
+    #: -> npt.NDArray[Any] | None
+    """``ufunc(a, out=new)`` into a new owned array of ``a``'s shape and dtype,
+    for a float32 / float64 numpy array (exactly ``np.ndarray``); None for
+    anything else (the caller's general path)."""
+    cdef object d
+    if type(a) is not cnp.ndarray:
+        return None
+    d = <object>cnp.PyArray_DESCR(<cnp.ndarray>a)
+    if d is not _ST_F32 and d is not _ST_F64:
+        return None
+    out = _storage_like(<cnp.ndarray>a)
+    ufunc(a, out=out)
+    return out

@@ -414,6 +414,62 @@ def test_storage_array_rejects_bad_arguments_before_allocating(shape, dt, exc):
     assert current() == base and rtx.memory_stats()["allocations"] == allocs
 
 
+def _bits(x):
+    return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 7), (2, 3, 4)])
+def test_owned_binary_and_unary_are_numpys_bits_in_an_owned_array(dt, shape):
+    rng = np.random.default_rng(3)
+    a = np.asarray(rng.standard_normal(shape), dtype=dt)
+    b = np.asarray(rng.standard_normal(shape) + 2, dtype=dt)
+    strided = np.asarray(rng.standard_normal(shape[::-1]), dtype=dt).T   # (any strides)
+    a0, b0 = a.copy(), b.copy()
+    base = current()
+    cases = [(np.add, a, b), (np.true_divide, a, b), (np.multiply, a, 0.5),
+             (np.subtract, a, 3), (np.maximum, strided, b), (np.power, b, 2)]
+    for uf, x, y in cases:
+        out = _kernels.owned_binary(uf, x, y, 1 << 20)
+        assert type(out.base) is _kernels.Storage and out.flags.c_contiguous
+        assert out.dtype == dt and out.shape == shape
+        np.testing.assert_array_equal(_bits(out), _bits(uf(x, y)))
+    for uf in (np.tanh, np.exp, np.negative):
+        for x in (a, strided):
+            out = _kernels.owned_unary(uf, x)
+            assert type(out.base) is _kernels.Storage and out.dtype == dt
+            np.testing.assert_array_equal(_bits(out), _bits(uf(x)))
+    np.testing.assert_array_equal(_bits(a), _bits(a0))
+    np.testing.assert_array_equal(_bits(b), _bits(b0))
+    del out
+    assert current() == base
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.valgrind
+def test_owned_binary_and_unary_leave_the_rest_to_the_general_path():
+    f, d = np.ones((2, 3), np.float32), np.ones((2, 3))
+    allocs = rtx.memory_stats()["allocations"]
+    for a, b in [(f, d),                                  # dtypes differ: promotion
+                 (f, np.ones(3, np.float32)),             # shapes differ: broadcasting
+                 (f, np.ones((3, 2), np.float32)),
+                 (f, True), (f, np.float32(2)), (f, [1.0]), (f, None),   # not float / int
+                 (np.ones(3, np.int64), np.ones(3, np.int64)),
+                 (np.ones(3, np.float16), 1.0),
+                 (np.ones(3, ">f4"), np.ones(3, ">f4")),  # not numpy's own descriptor
+                 (f.view(_Sub), f), ([1.0, 2.0], 1.0), (2.0, f)]:
+        assert _kernels.owned_binary(np.add, a, b, 1 << 20) is None
+    assert _kernels.owned_binary(np.add, f, f, f.size) is None           # max_size reached
+    assert _kernels.owned_binary(np.add, f, f, f.size + 1) is not None
+    for a in [np.ones(3, np.int32), np.ones(3, ">f8"), f.view(_Sub), [1.0], 1.0]:
+        assert _kernels.owned_unary(np.exp, a) is None
+    assert rtx.memory_stats()["allocations"] == allocs + 1
+
+
 def test_cpu_empty_raises_memory_error_for_any_oversized_shape():
     from rtx.backend.cpu._alloc import empty
     for shape in [(1 << 70,), (1 << 40, 1 << 40), (1 << 62,)]:

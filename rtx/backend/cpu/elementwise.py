@@ -8,10 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..._dtypes import FLOAT_DTYPES as _KERNEL_DTYPES
-from ..._dtypes import float32 as _F32
-from ..._dtypes import float64 as _F64
 from ..._dtypes import float_type, result_type
-from ..._kernels import storage_array
+from ..._kernels import owned_binary, owned_unary, storage_array
 from ..._threads import get_num_threads
 from .._program import evaluate
 from ._alloc import empty, own
@@ -45,23 +43,13 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
     """``ufunc(a, b)`` into a new owned array: numpy's broadcasting, PyTorch's
     result dtype (``rtx._dtypes.result_type``; true division: ``float_type`` of
     it), computed in that dtype; ``out_dtype`` (comparisons: bool) overrides it."""
-    if type(a) is _ndarray and out_dtype is None:
-        # the common case first (a float array and one of its dtype and shape, or
-        # a Python number, below THREADED_MIN elements): what the general path
-        # below computes for it, without its dtype and shape questions
-        dt = a.dtype
-        if dt is _F32 or dt is _F64:
-            tb = type(b)
-            if tb is _ndarray:
-                shape = a.shape
-                if b.dtype is dt and b.shape == shape and a.size < THREADED_MIN:
-                    out = storage_array(shape, dt)
-                    ufunc(a, b, out=out)
-                    return out
-            elif tb is float or tb is int:
-                out = storage_array(a.shape, dt)
-                ufunc(a, b, out=out)
-                return out
+    if out_dtype is None:
+        # the common case first, asked in C (a float array and one of its dtype
+        # and shape below THREADED_MIN elements, or a Python number): what the
+        # general path below computes for it, without its dtype and shape questions
+        out = owned_binary(ufunc, a, b, THREADED_MIN)
+        if out is not None:
+            return out
     big = False      # two arrays whose result has THREADED_MIN elements or more
     if type(a) is _ndarray:
         if type(b) is not _ndarray:
@@ -96,8 +84,11 @@ def binary(ufunc: Any, a: Any, b: Any, out_dtype: Any = None) -> np.ndarray:
 def unary(ufunc: Any, a: np.ndarray) -> np.ndarray:
     """``ufunc(a)`` into a new owned array (a float-valued ufunc on ints and bools
     gives float32, computed in it; neg/abs/sign keep the dtype)."""
+    out = owned_unary(ufunc, a)    # (float32 / float64 arrays, asked in C)
+    if out is not None:
+        return out
     dt = a.dtype
-    if dt is _F32 or dt is _F64 or dt.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
+    if dt.kind == "f" or ufunc in (np.negative, np.abs, np.sign):
         out = storage_array(a.shape, dt)
         ufunc(a, out=out)
         return out
