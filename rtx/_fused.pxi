@@ -1031,7 +1031,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         free(block_c)
 
 
-def fused_unary(str name, a, double k=0):
+def fused_unary(str name, a, double k=0.0):
     #: a: object
     #: -> npt.NDArray[Any] | None
     """The fused evaluator's unary op ``name`` (a key of ``FUSED_OPS``; ``k`` its

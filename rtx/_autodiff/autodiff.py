@@ -18,11 +18,12 @@ from typing import Any
 from .. import _dtypes
 from . import sparse as _sparse
 from .grad_mode import _state
-from .graph import Node
+from .graph import new_node
 from .ops import Op
 from .ops.base import SINK
 
 _tensor_type: Any = None  # rtx.tensor.Tensor, registered by rtx/tensor.py
+_make_tensor: Any = None  # its _make
 
 
 class _Ctx:
@@ -34,8 +35,9 @@ class _Ctx:
 def register_tensor_type(cls: Any) -> None:
     """Called once by ``rtx/tensor.py``: the class whose instances ``apply`` unwraps
     and creates (the engine never imports it: it sits below ``Tensor``)."""
-    global _tensor_type
+    global _tensor_type, _make_tensor
     _tensor_type = cls
+    _make_tensor = cls._make      # (bound once: apply makes one per op)
     _sparse._tensor_type = cls
     _dtypes.register_tensor_type(cls)  # host conversion reads tensors too
 
@@ -102,8 +104,8 @@ class Autodiff:
             ctx = _Ctx()
             ctx.needs_input_grad = tuple(needs)
             out = op.forward(ctx, self.inner, *prims, **attrs)
-            n = Node(op, ctx, tuple(parents), self.inner.dtype(out), self.inner, mixed)
-            res = T._make(out, self, True, n)
+            n = new_node(op, ctx, tuple(parents), self.inner.dtype(out), self.inner, mixed)
+            res = _make_tensor(out, self, True, n)
             if op.view:
                 _share_counter(self.inner, res, args[0])
             sv = op.saves
@@ -127,7 +129,7 @@ class Autodiff:
             elif sv is None:
                 n.versions = _saved_versions(ctx, args, res, T)
             return res
-        res = T._make(op.forward(SINK, self.inner, *prims, **attrs), self)
+        res = _make_tensor(op.forward(SINK, self.inner, *prims, **attrs), self)
         if op.view:
             _share_counter(self.inner, res, args[0])
         return res

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import SlotMaker
 from .sparse import RowSparseGrad, add_grads, densify
 
 # Guards the read-modify-write of leaves' ``.grad`` so that concurrent
@@ -41,7 +42,8 @@ _next_seq = itertools.count().__next__
 
 
 class Node:
-    """One recorded op: its backward rule, saved state and inputs.
+    """One recorded op: its backward rule, saved state and inputs (made by
+    ``new_node``).
 
     ``seq`` increases with creation, and a node is always created after the
     nodes of its inputs, so processing nodes in decreasing ``seq`` visits every
@@ -51,26 +53,27 @@ class Node:
     __slots__ = ("op", "ctx", "parents", "released", "seq", "versions", "dtype",
                  "backend", "mixed", "__weakref__")
 
-    def __init__(self, op: Any, ctx: Any, parents: tuple[Any, ...], dtype: Any = None,
-                 backend: Any = None, mixed: bool = False) -> None:
-        self.op = op            # has .name and .backward(ctx, B, grad) -> tuple of grads
-        self.ctx = ctx          # saved state (None once released)
-        self.parents = parents  # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
-        self.released = False
-        self.seq = _next_seq()
-        # the (single) output's dtype: the gradient reaching the node is cast to it
-        # before the rule runs, as PyTorch's engine does (None: multi-output nodes,
-        # whose rule casts each output's gradient itself)
-        self.dtype = dtype
-        # [(version counter, version at save, input index or -1 = output, prim)] of
-        # the buffers the forward saved, checked before backward (None: none saved)
-        self.versions: list[tuple[list[int], int, Any, Any]] | None = None
-        # the backend the forward ran on, whose primitives ``ctx`` holds (None: the
-        # backward's, as for a ``Function``); ``mixed``: an input lives on another
-        # backend (a Fusion and its inner one, ``Backend.adopt``), so the gradients
-        # sent to the inputs are moved to each input's backend
-        self.backend = backend
-        self.mixed = mixed
+    op: Any          # has .name and .backward(ctx, B, grad) -> tuple of grads
+    ctx: Any         # saved state (None once released)
+    parents: tuple[Any, ...]   # per input: Node, OutputEdge, leaf Tensor, or None (no grad)
+    released: bool
+    seq: int
+    # the (single) output's dtype: the gradient reaching the node is cast to it
+    # before the rule runs, as PyTorch's engine does (None: multi-output nodes,
+    # whose rule casts each output's gradient itself)
+    dtype: Any
+    # [(version counter, version at save, input index or -1 = output, prim)] of
+    # the buffers the forward saved, checked before backward (None: none saved)
+    versions: list[tuple[list[int], int, Any, Any]] | None
+    # the backend the forward ran on, whose primitives ``ctx`` holds (None: the
+    # backward's, as for a ``Function``); ``mixed``: an input lives on another
+    # backend (a Fusion and its inner one, ``Backend.adopt``), so the gradients
+    # sent to the inputs are moved to each input's backend
+    backend: Any
+    mixed: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("nodes are made by new_node()")
 
     def name(self) -> str:
         return getattr(self.op, "name", type(self.op).__name__)
@@ -82,6 +85,17 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()}Backward>"
+
+
+# One node per recorded op: object.__new__ and the slot stores in C (rtx/_record.pxi)
+_make_node = SlotMaker(Node, ("op", "ctx", "parents", "dtype", "backend", "mixed", "seq",
+                              "released", "versions"), (False, None)).make
+
+
+def new_node(op: Any, ctx: Any, parents: tuple[Any, ...], dtype: Any = None,
+             backend: Any = None, mixed: bool = False) -> Node:
+    """A node of ``op``, next in ``seq``, not released, no saved versions yet."""
+    return _make_node(Node, op, ctx, parents, dtype, backend, mixed, _next_seq())
 
 
 class OutputEdge:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._autodiff.grad_mode import _state, no_grad
-from .._autodiff.graph import Node, OutputEdge
+from .._autodiff.graph import OutputEdge, new_node
 from .._autodiff.ops import unbroadcast
 from ..tensor import Tensor
 
@@ -244,7 +244,7 @@ class Function:
             res = tuple(_alias(Tensor, o, o._ad) if isinstance(o, Tensor) else o for o in outs)
             return res[0] if single else res
         assert ad is not None   # (tracking needs an input tensor that requires grad)
-        node = Node(cls._op, ctx, tuple(parents), None, ad.inner, mixed)
+        node = new_node(cls._op, ctx, tuple(parents), None, ad.inner, mixed)
         n = len(outs)
         ctx._ad = ad
         ctx._n_out = n

@@ -7,11 +7,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import SINK, Op, _is_prim, unbroadcast
+from .base import _SCALARS, SINK, Op, _is_prim, unbroadcast
 
 
 def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
-    return tuple(B.shape(x)) if _is_prim(x) else None
+    return None if isinstance(x, _SCALARS) else tuple(B.shape(x))
+
+
+def _shapes(B: Any, a: Any, b: Any) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """``(_shape(B, a), _shape(B, b))`` in one call (a binary op's recorded forward)."""
+    return (None if isinstance(a, _SCALARS) else tuple(B.shape(a)),
+            None if isinstance(b, _SCALARS) else tuple(B.shape(b)))
 
 
 def _zeros_like(B: Any, g: Any) -> Any:
@@ -31,7 +37,7 @@ class Add(Op):
     @staticmethod
     def forward(ctx, B, a, b):
         if ctx is not SINK:   # (untracked: no shapes to compute)
-            ctx.sa, ctx.sb = _shape(B, a), _shape(B, b)
+            ctx.sa, ctx.sb = _shapes(B, a, b)
         return B.add(a, b)
 
     @staticmethod
@@ -55,7 +61,7 @@ class Sub(Op):
     @staticmethod
     def forward(ctx, B, a, b):
         if ctx is not SINK:
-            ctx.sa, ctx.sb = _shape(B, a), _shape(B, b)
+            ctx.sa, ctx.sb = _shapes(B, a, b)
         return B.sub(a, b)
 
     @staticmethod
@@ -364,7 +370,8 @@ class Where(Op):
 
     @staticmethod
     def forward(ctx, B, cond, a, b):
-        ctx.cond, ctx.sa, ctx.sb = cond, _shape(B, a), _shape(B, b)
+        ctx.cond = cond
+        ctx.sa, ctx.sb = _shapes(B, a, b)
         return B.where(cond, a, b)
 
     @staticmethod
