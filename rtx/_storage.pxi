@@ -498,19 +498,26 @@ cdef enum:
     _SA_MAX_DIMS = 64                 # numpy's NPY_MAXDIMS
 
 
+cdef object _array_over_storage(cnp.dtype descr, int nd, cnp.npy_intp* dims,
+                                Py_ssize_t nbytes, bint zero):
+    """A C-contiguous, writable array of ``nd`` dims ``dims`` and dtype ``descr``
+    over a fresh ``Storage`` of ``nbytes`` (the callers checked all three)."""
+    cdef Storage st = Storage.__new__(Storage, nbytes, zero)   # (tp_new: no type call)
+    Py_INCREF(descr)              # PyArray_NewFromDescr steals the descriptor
+    arr = PyArray_NewFromDescr(
+        &PyArray_Type, descr, nd, dims, NULL, st.ptr,
+        cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
+    cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
+    return arr
+
+
 cdef cnp.ndarray _storage_like(cnp.ndarray a):
     """A new C-contiguous array of ``a``'s shape and dtype (a number dtype, checked
     by the caller) over a fresh ``Storage``: ``storage_array(a.shape, a.dtype)``
     for the kernels' own calls, without the Python call and the shape's parsing
     (``a``'s dims are valid and its byte count exists)."""
-    cdef cnp.dtype descr = <cnp.dtype>cnp.PyArray_DESCR(a)
-    cdef Storage st = Storage.__new__(Storage, cnp.PyArray_NBYTES(a), False)
-    Py_INCREF(descr)              # PyArray_NewFromDescr steals the descriptor
-    arr = PyArray_NewFromDescr(
-        &PyArray_Type, descr, cnp.PyArray_NDIM(a), cnp.PyArray_DIMS(a), NULL, st.ptr,
-        cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
-    cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
-    return arr
+    return _array_over_storage(<cnp.dtype>cnp.PyArray_DESCR(a), cnp.PyArray_NDIM(a),
+                               cnp.PyArray_DIMS(a), cnp.PyArray_NBYTES(a), False)
 
 
 def storage_array(tuple shape, dtype, bint zero=False):
@@ -528,7 +535,6 @@ def storage_array(tuple shape, dtype, bint zero=False):
     cdef cnp.dtype descr = dtype      # TypeError unless an np.dtype
     cdef Py_ssize_t nd = len(shape), i, nbytes, d
     cdef int t = descr.type_num
-    cdef Storage st
     if not (0 <= t <= cnp.NPY_CLONGDOUBLE or t == cnp.NPY_FLOAT16) or descr.hasobject:
         raise TypeError(f"storage_array: {dtype} is not a number or bool dtype")
     if nd > _SA_MAX_DIMS:
@@ -548,13 +554,7 @@ def storage_array(tuple shape, dtype, bint zero=False):
             if dims[i] > MAX_STORAGE_BYTES // nbytes:
                 raise MemoryError(f"rtx: an array of shape {shape} is too large")
             nbytes *= dims[i]
-    st = Storage.__new__(Storage, nbytes, zero)    # (tp_new directly: no type call)
-    Py_INCREF(descr)              # PyArray_NewFromDescr steals the descriptor
-    arr = PyArray_NewFromDescr(
-        &PyArray_Type, descr, <int>nd, dims, NULL, st.ptr,
-        cnp.NPY_ARRAY_C_CONTIGUOUS | cnp.NPY_ARRAY_ALIGNED | cnp.NPY_ARRAY_WRITEABLE, NULL)
-    cnp.set_array_base(arr, st)   # the array references its owner (a strong reference)
-    return arr
+    return _array_over_storage(descr, <int>nd, dims, nbytes, zero)
 
 
 import numpy as _np_st
