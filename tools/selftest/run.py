@@ -2,7 +2,7 @@
 
     python tools/selftest/run.py TOOL MODULE_DIR RTX_DIR [--supp FILE] [--lsan-supp FILE]
 
-TOOL is ``asan`` (ASan + UBSan), ``lsan`` (the LeakSanitizer pass) or
+TOOL is ``asan`` (ASan + UBSan), ``lsan`` (the ASan job's leak-check environment) or
 ``valgrind``.  MODULE_DIR holds the deliberate-bug module built by
 ``tools/selftest/build.py`` (with ``--asan`` for asan/lsan); RTX_DIR is the
 directory whose ``rtx/`` package the job under test imports (the controls use
