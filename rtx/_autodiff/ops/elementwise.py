@@ -11,11 +11,12 @@ from .base import _SCALARS, SINK, Op, _is_prim, unbroadcast
 
 
 def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
-    return None if isinstance(x, _SCALARS) else tuple(B.shape(x))
+    return tuple(B.shape(x)) if _is_prim(x) else None
 
 
 def _shapes(B: Any, a: Any, b: Any) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
-    """``(_shape(B, a), _shape(B, b))`` in one call (a binary op's recorded forward)."""
+    """``(_shape(B, a), _shape(B, b))`` in one call (a binary op's recorded forward;
+    ``_is_prim``'s test written out, so that it is one call in all)."""
     return (None if isinstance(a, _SCALARS) else tuple(B.shape(a)),
             None if isinstance(b, _SCALARS) else tuple(B.shape(b)))
 
