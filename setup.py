@@ -1,4 +1,7 @@
-"""Build script for rtx's compiled extension (``rtx._kernels``).
+"""Build script for rtx's compiled extension (``rtx._kernels``) and the compiled
+copies of the per-op path's pure-Python modules (``rtx/_compiled.py``'s ``MODULES``,
+translated unchanged by Cython into ``build/cython/``; ``RTX_COMPILE_PY=0`` skips
+them; ``rtx/_compiled.json`` records the SHA-256 of each ``.py`` compiled).
 
 OpenMP is probed by compiling *and linking* a tiny ``#pragma omp parallel``
 program with the very compiler (and ``CFLAGS``/``LDFLAGS``) the extension uses.
@@ -13,7 +16,8 @@ valgrind jobs of tools/) or ``RTX_CYTHON_DEBUG=1`` keeps it.
 Rebuilds reuse what is still valid (pip >= 21.3 builds in the source tree, so the
 README's two ``pip install`` commands share ``build/``):
 
-* Cython runs only when ``rtx/_kernels.c`` was not generated from the current
+* Cython runs only when ``rtx/_kernels.c`` (or a compiled module's C file: each
+  group has its own stamp) was not generated from the current
   sources: a stamp in ``build/`` records the SHA-256 of every ``rtx/*.pyx``,
   ``*.pxi``, ``*.pxd``, the Cython and numpy versions, the directives and the
   generated file's own hash.  (Cython's own check compares timestamps with every
@@ -31,6 +35,7 @@ import glob
 import hashlib
 import json
 import os
+import runpy
 import shlex
 import sys
 import sysconfig
@@ -83,6 +88,11 @@ def _openmp_flags(compiler) -> tuple[list[str], list[str]]:
 
 
 class BuildExt(build_ext):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:   # (the compiled .py modules build side by side)
+            self.parallel = os.cpu_count() or 1
+
     def build_extensions(self) -> None:
         mode = os.environ.get("RTX_OPENMP", "auto").strip().lower()
         cflags: list[str] = []
@@ -102,6 +112,7 @@ class BuildExt(build_ext):
         debug_info = _cython_debug() or any(
             f.startswith("-g") and f != "-g0" for f in env_cflags)
         for ext in self.extensions:
+            kernels = ext.name == "rtx._kernels"   # (the compiled .py modules: no OpenMP)
             if self.compiler.compiler_type != "msvc":
                 # setuptools drops Python's default -O3 when CFLAGS is set: keep an
                 # explicit optimisation level unless the caller chose one.
@@ -110,6 +121,8 @@ class BuildExt(build_ext):
                 if not debug_info:
                     # Python's own CFLAGS carry -g: 3.4 MB of the 4.8 MB extension.
                     ext.extra_compile_args.append("-g0")
+            if not kernels:
+                continue
             ext.extra_compile_args += cflags
             ext.extra_link_args += lflags
             # Recorded for rtx.show_config().
@@ -184,40 +197,97 @@ def _sha256(path: str) -> str:
 
 
 CYTHON_STAMP = os.path.join("build", "rtx-cython-stamp.json")
+PY_BUILD_DIR = os.path.join("build", "cython")   # the compiled .py modules' C files
 
 
-def _cython_inputs() -> dict[str, object]:
-    """What ``rtx/_kernels.c`` is generated from."""
+def _compiled_modules() -> tuple[str, ...]:
+    """The pure-Python modules compiled too (``rtx/_compiled.py``'s ``MODULES``; none
+    when ``RTX_COMPILE_PY=0``)."""
+    if os.environ.get("RTX_COMPILE_PY", "1").strip() == "0":
+        return ()
+    return tuple(runpy.run_path(os.path.join("rtx", "_compiled.py"))["MODULES"])
+
+
+def _module_source(name: str) -> str:
+    return os.path.join(*name.split(".")) + ".py"
+
+
+def _c_file(source: str) -> str:
+    """Where Cython writes the C file of ``source``: beside a ``.pyx``, under
+    ``build/cython/`` for a ``.py`` (never beside the module it would shadow)."""
+    if source.endswith(".py"):
+        return os.path.join(PY_BUILD_DIR, source[:-3] + ".c")
+    return source[:-4] + ".c"
+
+
+def _cython_inputs(extensions: list[Extension]) -> dict[str, object]:
+    """What each group's C files are generated from (``kernels``: ``rtx/_kernels.c``
+    from the ``.pyx``/``.pxi``/``.pxd`` files; ``py``: the compiled modules' C files
+    from their ``.py`` files)."""
     import Cython
 
     sources = sorted(glob.glob("rtx/*.pyx") + glob.glob("rtx/*.pxi") + glob.glob("rtx/*.pxd"))
+    common = {"cython": Cython.__version__, "numpy": np.__version__}   # cimport numpy: .pxd
+    py = sorted(s for e in extensions for s in e.sources if s.endswith(".py"))
     return {
-        "sources": {p: _sha256(p) for p in sources},
-        "cython": Cython.__version__,
-        "numpy": np.__version__,  # cimport numpy: its .pxd
-        "directives": _directives(),
+        "kernels": {"sources": {p: _sha256(p) for p in sources}, **common,
+                    "directives": _directives()},
+        "py": {"sources": {p: _sha256(p) for p in py}, **common,
+               "directives": _py_directives()},
     }
 
 
+def _group(e: Extension) -> str:
+    return "py" if e.sources[0].endswith(".py") else "kernels"
+
+
 def _ext_modules(extensions: list[Extension]) -> list[Extension]:
-    """``extensions`` with their ``.pyx`` sources turned into C: by Cython when the
-    stamp says the C file is stale, else the C file as it is (see the docstring)."""
-    inputs = _cython_inputs()
-    c_files = {e.name: [s[:-4] + ".c" for s in e.sources] for e in extensions}
+    """``extensions`` with their sources turned into C: by Cython for each group
+    whose stamp says its C files are stale, else the C files as they are (see the
+    docstring)."""
+    inputs = _cython_inputs(extensions)
+    py_names = [e.name for e in extensions if _group(e) == "py"]
+    c_files = {e.name: [_c_file(s) for s in e.sources] for e in extensions}
     old = _read_json(CYTHON_STAMP)
-    fresh = (isinstance(old, dict) and old.get("inputs") == inputs
-             and all(os.path.exists(c) for cs in c_files.values() for c in cs)
-             and old.get("outputs") == {c: _sha256(c) for cs in c_files.values() for c in cs})
-    if fresh:
-        print("rtx: rtx/_kernels.c is up to date with its sources (build/rtx-cython-stamp.json)")
-        for e in extensions:
-            e.sources = c_files[e.name]
-        return extensions
-    modules = cythonize(extensions, compiler_directives=_directives(), include_path=["rtx"],
-                        force=True)
-    outputs = {c: _sha256(c) for cs in c_files.values() for c in cs}
-    _write_json(CYTHON_STAMP, {"inputs": inputs, "outputs": outputs})
-    return modules
+    old = old if isinstance(old, dict) else {}
+    stamp: dict[str, object] = {}
+    out: list[Extension] = []
+    for group in ("kernels", "py"):
+        exts = [e for e in extensions if _group(e) == group]
+        if not exts:
+            continue
+        cs = [c for e in exts for c in c_files[e.name]]
+        prev = old.get(group)
+        fresh = (isinstance(prev, dict) and prev.get("inputs") == inputs[group]
+                 and all(os.path.exists(c) for c in cs)
+                 and prev.get("outputs") == {c: _sha256(c) for c in cs})
+        if fresh:
+            print(f"rtx: the C files of {len(exts)} module(s) ({group}) are up to date with "
+                  f"their sources ({CYTHON_STAMP})")
+            for e in exts:
+                e.sources = c_files[e.name]
+        elif group == "kernels":
+            exts = cythonize(exts, compiler_directives=_directives(), include_path=["rtx"],
+                             force=True)
+        else:
+            exts = cythonize(exts, compiler_directives=_py_directives(), build_dir=PY_BUILD_DIR,
+                             force=True, nthreads=min(os.cpu_count() or 1, len(exts)))
+        stamp[group] = {"inputs": inputs[group], "outputs": {c: _sha256(c) for c in cs}}
+        out += exts
+    _write_json(CYTHON_STAMP, stamp)
+    _write_manifest(py_names)
+    return out
+
+
+def _write_manifest(names: list[str]) -> None:
+    """``rtx/_compiled.json``: ``{module: SHA-256 of its .py}`` for each compiled module
+    (read by ``rtx._compiled.stale()``); removed when none is compiled."""
+    path = os.path.join("rtx", "_compiled.json")
+    built = {name: _sha256(_module_source(name)) for name in names}
+    if built:
+        _write_json(path, built)
+    elif os.path.exists(path):
+        os.remove(path)
 
 
 def _directives() -> dict[str, object]:
@@ -232,6 +302,17 @@ def _directives() -> dict[str, object]:
     }
 
 
+def _py_directives() -> dict[str, object]:
+    """The compiled .py modules: Python's semantics unchanged.  Annotations stay
+    annotations (``x: int`` would otherwise refuse a numpy integer), functions
+    bind as methods and keep their signatures (``binding``)."""
+    return {
+        "language_level": 3,
+        "annotation_typing": False,
+        "binding": True,
+    }
+
+
 extensions = [
     Extension(
         "rtx._kernels",
@@ -239,7 +320,7 @@ extensions = [
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
-]
+] + [Extension(name, [_module_source(name)]) for name in _compiled_modules()]
 
 setup(
     ext_modules=_ext_modules(extensions),

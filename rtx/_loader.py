@@ -12,11 +12,17 @@ Two things happen here, once, at ``import rtx``:
   ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (theirs wins); it is removed again
   afterwards, so child processes and other libraries never see it.
 * An import from an unbuilt source tree fails with a message saying how to build.
+* ``RTX_PURE_PYTHON=1`` takes effect before any compiled module of the per-op path
+  loads (``rtx/_compiled.py``: the ``.py`` files run instead).
 """
 
 from __future__ import annotations
 
 import os
+
+from . import _compiled
+
+_compiled.install()
 
 _spin = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
 if _spin:

@@ -152,7 +152,8 @@ def stage_package(dest: str) -> str:
             shutil.copy2(src, dest)
     shutil.copytree(
         os.path.join(ROOT, "rtx"), os.path.join(dest, "rtx"),
-        ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "__pycache__"),
+        ignore=shutil.ignore_patterns("*.so", "*.pyd", "*.c", "*.o", "__pycache__",
+                                      "_compiled.json"),
     )
     return dest
 

@@ -894,8 +894,11 @@ def _build(dst: str) -> tuple[bool, str]:
     for f in os.listdir(os.path.join(dst, "rtx")):
         if f.startswith("_kernels") and f.endswith(".so"):
             os.remove(os.path.join(dst, "rtx", f))
+    # the kernels only: the tests run the .py modules (RTX_PURE_PYTHON, _run_tests),
+    # which the Python mutants edit
+    env = {**os.environ, "RTX_COMPILE_PY": "0"}
     p = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=dst,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     return p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
 
 
@@ -904,6 +907,7 @@ def _run_tests(dst: str, m: Mutant | None, tests: list[str], k: str,
     env = dict(os.environ)
     env["PYTHONPATH"] = dst
     env["RTX_FUZZ_EXAMPLES"] = "30"
+    env["RTX_PURE_PYTHON"] = "1"   # a mutant in a compiled module's .py must take effect
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
            *tests]
     if m is not None and m.mpi:  # tests/mpi: under a launcher; a hang ends in 150 s

@@ -108,10 +108,17 @@ def is_composed(fn: Any) -> bool:
     return bool(getattr(fn, "_rtx_composed", False))
 
 
+def is_def(v: Any) -> bool:
+    """Whether ``v`` (a class ``__dict__`` value) is a function defined there: a Python
+    function or the one Cython compiles it into (the modules of rtx/_compiled.py), for
+    which ``inspect.isfunction`` is False."""
+    return inspect.isfunction(v) or type(v).__name__ == "cython_function_or_method"
+
+
 def family_ops(cls: type) -> tuple[str, ...]:
     """The ops a family class defines itself: its public, non-query methods."""
     return tuple(n for n, v in vars(cls).items()
-                 if inspect.isfunction(v) and not n.startswith("_") and not is_query(v))
+                 if is_def(v) and not n.startswith("_") and not is_query(v))
 
 
 class Family(HostRoundTrip):

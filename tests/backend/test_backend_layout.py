@@ -5,8 +5,6 @@ allocator, one program compiler for the fused evaluator, and the index contract
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
@@ -19,6 +17,7 @@ from rtx.backend._family import (
     host_body,
     host_body_of,
     is_composed,
+    is_def,
     is_query,
     query,
 )
@@ -79,11 +78,11 @@ def test_cpu_backend_is_one_module_per_family():
     for mixin in CPU_MIXINS:
         family = mixin.__module__.rsplit(".", 1)[1]
         assert family in Backend.FAMILIES, mixin
-        own = {n for n, v in vars(mixin).items() if inspect.isfunction(v)
+        own = {n for n, v in vars(mixin).items() if is_def(v)
                and not n.startswith("_")}
         assert own - QUERIES <= set(Backend.FAMILIES[family]), (family, own)
         covered |= own
-    own_cpu = {n for n, v in vars(CpuBackend).items() if inspect.isfunction(v)
+    own_cpu = {n for n, v in vars(CpuBackend).items() if is_def(v)
                and not n.startswith("_")}
     bound = {n for n in own_cpu if host_body_of(getattr(Backend, n)) is vars(CpuBackend)[n]}
     assert own_cpu - bound <= {"from_numpy", "to_numpy", "shape", "dtype"} | QUERIES

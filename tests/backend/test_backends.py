@@ -12,6 +12,7 @@ from conftest import BACKEND_NAMES, child_env
 
 import rtx
 from rtx.backend import Backend, CpuBackend, MinimalBackend, create_backend
+from rtx.backend._family import is_def
 
 CORE = {"from_numpy", "to_numpy", "shape", "dtype"}
 # default bodies on Backend that are not ops (not abstract, nothing recorded): a
@@ -42,7 +43,7 @@ def test_minimal_backend_implements_only_the_core():
 
 def _public_ops():
     return sorted(
-        n for n, v in inspect.getmembers(Backend, inspect.isfunction)
+        n for n, v in inspect.getmembers(Backend, is_def)
         if not n.startswith("_") and n not in CORE | QUERIES | HOOKS
     )
 
@@ -57,7 +58,7 @@ def test_families_declare_exactly_their_ops():
     from rtx.backend.base import _MIXINS
 
     for mixin in _MIXINS:
-        own = {n for n, v in vars(mixin).items() if inspect.isfunction(v)
+        own = {n for n, v in vars(mixin).items() if is_def(v)
                and not n.startswith("_") and n not in QUERIES}
         assert set(mixin.OPS) == own, (mixin.FAMILY, set(mixin.OPS) ^ own)
         assert Backend.FAMILIES[mixin.FAMILY] == mixin.OPS

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
-    """A copy of setup.py and rtx's Cython sources; cwd there; Cython and setup() stubbed."""
+    """A copy of setup.py, rtx's Cython sources and the compiled .py modules; cwd there;
+    Cython and setup() stubbed."""
     pytest.importorskip("Cython")
     pytest.importorskip("setuptools")
     shutil.copy2(os.path.join(ROOT, "setup.py"), tmp_path)
@@ -31,26 +32,42 @@ def tree(tmp_path, monkeypatch):
     for pattern in ("*.pyx", "*.pxi", "*.pxd"):
         for f in glob.glob(os.path.join(ROOT, "rtx", pattern)):
             shutil.copy2(f, tmp_path / "rtx")
+    shutil.copy2(os.path.join(ROOT, "rtx", "_compiled.py"), tmp_path / "rtx")
+    modules = runpy.run_path(os.path.join(ROOT, "rtx", "_compiled.py"))["MODULES"]
+    for name in modules:
+        rel = os.path.join(*name.split(".")) + ".py"
+        os.makedirs(tmp_path / os.path.dirname(rel), exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, rel), tmp_path / rel)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RTX_COMPILE_PY", raising=False)
     monkeypatch.delenv("RTX_CYTHON_DEBUG", raising=False)
     import Cython.Build
     import setuptools
 
-    calls: list[bool] = []
+    calls: list[bool] = []   # the kernels' Cython runs (force=)
+    py_calls: list[list[str]] = []   # the compiled modules' runs (their names)
 
     def fake_cythonize(exts, **kw):
-        calls.append(kw.get("force"))
+        if exts[0].sources[0].endswith(".py"):
+            py_calls.append([e.name for e in exts])
+        else:
+            calls.append(kw.get("force"))
         for e in exts:
+            cs = []
             for s in e.sources:
-                with open(s[:-4] + ".c", "w") as fh:
-                    fh.write(f"/* generated from {s}, call {len(calls)} */\n")
-            e.sources = [s[:-4] + ".c" for s in e.sources]
+                c = (os.path.join(kw["build_dir"], s[:-3] + ".c") if s.endswith(".py")
+                     else s[:-4] + ".c")
+                os.makedirs(os.path.dirname(c) or ".", exist_ok=True)
+                with open(c, "w") as fh:
+                    fh.write(f"/* generated from {s}, call {len(calls) + len(py_calls)} */\n")
+                cs.append(c)
+            e.sources = cs
         return exts
 
     monkeypatch.setattr(Cython.Build, "cythonize", fake_cythonize)
     monkeypatch.setattr(setuptools, "setup", lambda **kw: None)
     monkeypatch.setattr(sys, "argv", ["setup.py", "build_ext"])
-    return tmp_path, calls
+    return tmp_path, calls, py_calls
 
 
 def _run_setup() -> dict:
@@ -58,9 +75,10 @@ def _run_setup() -> dict:
 
 
 def test_cython_runs_only_when_its_inputs_changed(tree, monkeypatch):
-    path, calls = tree
+    path, calls, py_calls = tree
     _run_setup()
     assert calls == [True]  # nothing built yet
+    assert len(py_calls) == 1
     _run_setup()
     assert calls == [True]  # the same sources: the C file is reused
     with open(path / "rtx" / "_segment.pxi", "a") as fh:
@@ -69,6 +87,7 @@ def test_cython_runs_only_when_its_inputs_changed(tree, monkeypatch):
     assert len(calls) == 2
     _run_setup()
     assert len(calls) == 2
+    assert len(py_calls) == 1  # the compiled modules' C files were reused throughout
     monkeypatch.setenv("RTX_CYTHON_DEBUG", "1")  # other directives: other C
     _run_setup()
     assert len(calls) == 3
@@ -97,8 +116,35 @@ def test_cython_runs_only_when_its_inputs_changed(tree, monkeypatch):
     assert len(calls) == 8
 
 
+def test_compiled_modules_have_their_own_stamp_and_manifest(tree, monkeypatch):
+    path, calls, py_calls = tree
+    g = _run_setup()
+    names = runpy.run_path(str(path / "rtx" / "_compiled.py"))["MODULES"]
+    assert py_calls == [list(names)]
+    exts = {e.name: e.sources for e in g["extensions"]}
+    assert set(exts) == {"rtx._kernels", *names}
+    for name in names:   # C files under build/cython/, never beside the .py they'd shadow
+        assert exts[name] == [os.path.join("build", "cython", *name.split(".")) + ".c"]
+    manifest = g["_read_json"](os.path.join("rtx", "_compiled.json"))
+    assert manifest == {n: g["_sha256"](os.path.join(*n.split(".")) + ".py") for n in names}
+    src = path / (os.path.join(*names[0].split(".")) + ".py")
+    with open(src, "a") as fh:
+        fh.write("# an edit\n")
+    g = _run_setup()
+    assert len(py_calls) == 2 and calls == [True]   # only the py group reran
+    assert g["_read_json"](os.path.join("rtx", "_compiled.json"))[names[0]] == g["_sha256"](
+        str(src))
+    _run_setup()
+    assert len(py_calls) == 2
+    monkeypatch.setenv("RTX_COMPILE_PY", "0")   # the kernels only; no manifest left behind
+    g = _run_setup()
+    assert [e.name for e in g["extensions"]] == ["rtx._kernels"]
+    assert not os.path.exists(path / "rtx" / "_compiled.json")
+    assert len(py_calls) == 2 and calls == [True]
+
+
 def test_compiler_runs_only_when_the_flags_changed(tree, monkeypatch):
-    path, _ = tree
+    path, _, _ = tree
     g = _run_setup()
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext
