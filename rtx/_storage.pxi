@@ -35,6 +35,8 @@ from cpython.ref cimport Py_INCREF
 cdef extern from "numpy/arrayobject.h":
     # (numpy's __init__.pxd leaves PyArray_NewFromDescr out: it steals the descriptor)
     PyTypeObject PyArray_Type
+    # (and PyArray_MatrixProduct2, np.dot's own implementation, which takes ``out``)
+    object PyArray_MatrixProduct2(object a, object b, cnp.ndarray out)
     object PyArray_NewFromDescr(PyTypeObject* subtype, cnp.dtype descr, int nd,
                                 cnp.npy_intp* dims, cnp.npy_intp* strides, void* data,
                                 int flags, PyObject* obj)
@@ -595,6 +597,41 @@ def owned_binary(ufunc, a, b, Py_ssize_t max_size):
         return None
     out = _storage_like(x)
     ufunc(a, b, out=out)
+    return out
+
+
+def owned_matmul(a, b, Py_ssize_t max_size):
+    #: a: object
+    #: b: object
+    #: -> npt.NDArray[Any] | None
+    """``a @ b`` into a new owned array for the CPU backend's small 2-D case, asked
+    in C: ``a`` and ``b`` float32 / float64 numpy arrays (exactly ``np.ndarray``, any
+    strides) of one dtype, 2-D, their inner dims equal and ``m * n * k`` below
+    ``max_size``.  numpy's ``PyArray_MatrixProduct2`` computes it, the function
+    ``np.dot(a, b, out=out)`` calls (its bits), without ``np.dot``'s Python
+    dispatcher.  None for anything else (the caller's general path, which raises
+    for misaligned shapes)."""
+    cdef cnp.ndarray x, y
+    cdef object d
+    cdef cnp.npy_intp dims[2]
+    if type(a) is not cnp.ndarray or type(b) is not cnp.ndarray:
+        return None
+    x = <cnp.ndarray>a
+    y = <cnp.ndarray>b
+    d = <object>cnp.PyArray_DESCR(x)
+    if (d is not _ST_F32 and d is not _ST_F64) or <object>cnp.PyArray_DESCR(y) is not d:
+        return None
+    if cnp.PyArray_NDIM(x) != 2 or cnp.PyArray_NDIM(y) != 2:
+        return None
+    dims[0] = cnp.PyArray_DIM(x, 0)
+    dims[1] = cnp.PyArray_DIM(y, 1)
+    if cnp.PyArray_DIM(x, 1) != cnp.PyArray_DIM(y, 0):
+        return None
+    if <double>dims[0] * <double>dims[1] * <double>cnp.PyArray_DIM(x, 1) >= <double>max_size:
+        return None
+    out = _array_over_storage(<cnp.dtype>d, 2, dims,
+                              dims[0] * dims[1] * cnp.PyArray_ITEMSIZE(x), False)
+    PyArray_MatrixProduct2(x, y, <cnp.ndarray>out)
     return out
 
 

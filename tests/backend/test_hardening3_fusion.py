@@ -72,6 +72,29 @@ def test_fused_max_min_relu_bitwise_equal_unfused(name, dt):
 
 
 @pytest.mark.parametrize("dt", FLOATS, ids=["float32", "float64"])
+def test_cpu_relu_is_numpys_maximum_with_zero_on_every_path(dt):
+    """The CPU backend's relu against numpy's ``maximum(a, 0)`` itself, bit for bit
+    (signed zeros, NaN signs and payloads, infinities): on its small path (the fused
+    evaluator's loop: a C-contiguous array below ``get_fused_parallel_min()``), on a
+    strided array and past that size (numpy's ufunc), so the fused-vs-unfused test
+    above does not compare that loop with itself only."""
+    from rtx import _kernels
+
+    a, _ = _pairs(dt)
+    B = rtx.CpuBackend()
+    big = np.resize(a, _kernels.get_fused_parallel_min() + 5)
+    assert _kernels.fused_unary("relu", a) is not None           # a takes the small path
+    assert _kernels.fused_unary("relu", big) is None and _kernels.fused_unary(
+        "relu", a[::3]) is None
+    for x in (a, a.reshape(40, -1), a[::3], big):
+        before = x.copy()
+        got = B.relu(x)
+        assert got.dtype == dt and got.shape == x.shape
+        np.testing.assert_array_equal(bits(got), bits(np.maximum(x, np.zeros((), dt))))
+        np.testing.assert_array_equal(bits(x), bits(before))
+
+
+@pytest.mark.parametrize("dt", FLOATS, ids=["float32", "float64"])
 def test_max_min_rules_pinned_without_torch(dt, backend):
     """rtx's rule on every backend (numpy's): a tie returns the SECOND operand,
     a NaN operand is returned (the first when both are NaN), relu(-0.0) = +0.0.

@@ -470,6 +470,49 @@ def test_owned_binary_and_unary_leave_the_rest_to_the_general_path():
     assert rtx.memory_stats()["allocations"] == allocs + 1
 
 
+@pytest.mark.valgrind
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(16, 16, 16), (3, 5, 7), (1, 1, 1), (0, 4, 3), (4, 0, 3),
+                                 (4, 3, 0)])
+def test_owned_matmul_is_np_dots_bits_in_an_owned_array(dt, mkn):
+    m, k, n = mkn
+    rng = np.random.default_rng(5)
+    a = np.asarray(rng.standard_normal((m, k)), dtype=dt)
+    b = np.asarray(rng.standard_normal((k, n)), dtype=dt)
+    at = np.asarray(rng.standard_normal((k, m)), dtype=dt).T        # transposed: any strides
+    bs = np.asarray(rng.standard_normal((k, 2 * n)), dtype=dt)[:, ::2]
+    a0, b0 = a.copy(), b.copy()
+    base = current()
+    for x, y in [(a, b), (at, b), (a, bs), (at, bs)]:
+        out = _kernels.owned_matmul(x, y, 1 << 20)
+        assert type(out.base) is _kernels.Storage and out.flags.c_contiguous
+        assert out.dtype == dt and out.shape == (m, n)
+        np.testing.assert_array_equal(_bits(out), _bits(np.dot(x, y)))
+    np.testing.assert_array_equal(_bits(a), _bits(a0))
+    np.testing.assert_array_equal(_bits(b), _bits(b0))
+    del out
+    assert current() == base
+
+
+@pytest.mark.valgrind
+def test_owned_matmul_leaves_the_rest_to_the_general_path():
+    f = np.ones((2, 3), np.float32)
+    g = np.ones((3, 4), np.float32)
+    allocs = rtx.memory_stats()["allocations"]
+    for a, b in [(f, g.astype(np.float64)),              # dtypes differ: promotion
+                 (f, f),                                  # misaligned: the general path raises
+                 (f, np.ones(3, np.float32)),             # 1-D: not the 2-D case
+                 (np.ones((2, 2, 3), np.float32), g),     # batched
+                 (np.ones((2, 3), np.int64), np.ones((3, 4), np.int64)),
+                 (np.ones((2, 3), np.float16), np.ones((3, 4), np.float16)),
+                 (np.ones((2, 3), ">f4"), np.ones((3, 4), ">f4")),   # not numpy's descriptor
+                 (f.view(_Sub), g), (f, g.view(_Sub)), (f.tolist(), g), (f, 2.0)]:
+        assert _kernels.owned_matmul(a, b, 1 << 20) is None
+    assert _kernels.owned_matmul(f, g, 2 * 3 * 4) is None       # max_size reached
+    assert _kernels.owned_matmul(f, g, 2 * 3 * 4 + 1) is not None
+    assert rtx.memory_stats()["allocations"] == allocs + 1
+
+
 def test_cpu_empty_raises_memory_error_for_any_oversized_shape():
     from rtx.backend.cpu._alloc import empty
     for shape in [(1 << 70,), (1 << 40, 1 << 40), (1 << 62,)]:

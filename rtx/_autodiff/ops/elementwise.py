@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import _SCALARS, SINK, Op, _is_prim, unbroadcast
+from .base import _SCALARS, SINK, Op, _is_prim, _ndarray, unbroadcast
 
 
 def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
@@ -17,8 +17,8 @@ def _shape(B: Any, x: Any) -> tuple[int, ...] | None:
 def _shapes(B: Any, a: Any, b: Any) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
     """``(_shape(B, a), _shape(B, b))`` in one call (a binary op's recorded forward;
     ``_is_prim``'s test written out, so that it is one call in all)."""
-    return (None if isinstance(a, _SCALARS) else tuple(B.shape(a)),
-            None if isinstance(b, _SCALARS) else tuple(B.shape(b)))
+    return (tuple(B.shape(a)) if type(a) is _ndarray or not isinstance(a, _SCALARS) else None,
+            tuple(B.shape(b)) if type(b) is _ndarray or not isinstance(b, _SCALARS) else None)
 
 
 def _zeros_like(B: Any, g: Any) -> Any:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._dtypes import float32 as _F32
-from ..._dtypes import float64 as _F64
 from ..._dtypes import result_type
-from ..._kernels import storage_array
+from ..._kernels import owned_matmul
 from ..._threads import get_num_threads
 from .._matmul import BLAS_THREADED_MIN, SINGLE_THREADED_BLAS, matmul_2d
 from ._alloc import empty, own
@@ -16,18 +14,13 @@ from ._alloc import empty, own
 
 class CpuLinalg:
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        dt = a.dtype
-        if (a.ndim == 2 and b.ndim == 2 and (dt is _F32 or dt is _F64 or dt.kind == "f")
-                and (b.dtype is dt or b.dtype == dt)):
-            (m, k), (k2, n) = a.shape, b.shape
-            if k == k2 and m * n * k < BLAS_THREADED_MIN:
-                # small: one BLAS call into an owned buffer, before the general
-                # path's shape and dtype work; np.dot's 2-D path (the same gemm,
-                # bitwise equal to np.matmul) costs 1.0 us at 16x16 where np.matmul's
-                # gufunc costs 1.5
-                out = storage_array((m, n), dt)
-                np.dot(a, b, out=out)
-                return out
+        # small 2-D float32 / float64: one BLAS call into an owned buffer, asked in C
+        # before the general path's shape and dtype work (np.dot's 2-D path: the same
+        # gemm, bitwise equal to np.matmul, whose gufunc cost 1.5 us at 16x16 against
+        # np.dot's 1.0, and np.dot's Python dispatcher skipped)
+        out = owned_matmul(a, b, BLAS_THREADED_MIN)
+        if out is not None:
+            return out
         if a.ndim >= 2 and b.ndim >= 2:
             if a.shape[-1] != b.shape[-2]:
                 raise ValueError(
