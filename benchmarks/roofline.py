@@ -317,6 +317,7 @@ def timed_backend() -> tuple[Any, dict[str, float], dict[str, int]]:
     """A CPU backend whose public methods time themselves (outermost call per thread).
     Returns (backend, seconds by method, calls by method)."""
     import rtx
+    from rtx.backend._family import is_def  # (a compiled method is no inspect.isfunction)
 
     base = rtx.CpuBackend
     secs: dict[str, float] = defaultdict(float)
@@ -337,7 +338,7 @@ def timed_backend() -> tuple[Any, dict[str, float], dict[str, int]]:
                 local.depth = 0
         return timed
 
-    ns = {name: wrap(name, attr) for name, attr in inspect.getmembers(base, inspect.isfunction)
+    ns = {name: wrap(name, attr) for name, attr in inspect.getmembers(base, is_def)
           if not name.startswith("_") and name not in _SKIP}
     cls = type("TimedCpuBackend", (base,), ns)
     return cls(), secs, calls
