@@ -12,8 +12,9 @@ their family module (``rtx/backend/index.py``, ...: ``host_body``), the OpenMP
 kernels of ``rtx._kernels`` over checked ``IndexPlan`` / ``EdgeIndex``
 arguments; ``HOST_ARRAYS`` makes them this backend's methods as they are, with
 outputs from the caching allocator (``_host_empty``).  Only what is specific to
-this backend's buffers stays in ``CpuBackend`` itself (``backend.py``: the core
-queries ``shape`` / ``dtype`` ..., ``index_accumulate`` in place).
+this backend's buffers has CPU code of its own (``index_accumulate`` in place,
+``index.py``).  ``CpuBackend`` itself (``backend.py``) composes the mixins and
+answers the core queries (``shape``, ``dtype``, ``aliases`` ...).
 """
 
 from __future__ import annotations
