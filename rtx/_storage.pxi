@@ -606,8 +606,8 @@ def owned_matmul(a, b, Py_ssize_t max_size):
     #: -> npt.NDArray[Any] | None
     """``a @ b`` into a new owned array for the CPU backend's small 2-D case, asked
     in C: ``a`` and ``b`` float32 / float64 numpy arrays (exactly ``np.ndarray``, any
-    strides) of one dtype, 2-D, their inner dims equal and ``m * n * k`` below
-    ``max_size``.  numpy's ``PyArray_MatrixProduct2`` computes it, the function
+    strides) of one dtype, 2-D, their inner dims equal, ``m * n`` and ``m * n * k``
+    below ``max_size``.  numpy's ``PyArray_MatrixProduct2`` computes it, the function
     ``np.dot(a, b, out=out)`` calls (its bits), without ``np.dot``'s Python
     dispatcher.  None for anything else (the caller's general path, which raises
     for misaligned shapes)."""
@@ -627,7 +627,11 @@ def owned_matmul(a, b, Py_ssize_t max_size):
     dims[1] = cnp.PyArray_DIM(y, 1)
     if cnp.PyArray_DIM(x, 1) != cnp.PyArray_DIM(y, 0):
         return None
-    if <double>dims[0] * <double>dims[1] * <double>cnp.PyArray_DIM(x, 1) >= <double>max_size:
+    # (the output's size too: with k = 0 the product says nothing about m * n, which
+    # could pass 2**63 bytes)
+    if (<double>dims[0] * <double>dims[1] >= <double>max_size
+            or <double>dims[0] * <double>dims[1] * <double>cnp.PyArray_DIM(x, 1)
+            >= <double>max_size):
         return None
     out = _array_over_storage(<cnp.dtype>d, 2, dims,
                               dims[0] * dims[1] * cnp.PyArray_ITEMSIZE(x), False)

@@ -509,8 +509,17 @@ def test_owned_matmul_leaves_the_rest_to_the_general_path():
                  (f.view(_Sub), g), (f, g.view(_Sub)), (f.tolist(), g), (f, 2.0)]:
         assert _kernels.owned_matmul(a, b, 1 << 20) is None
     assert _kernels.owned_matmul(f, g, 2 * 3 * 4) is None       # max_size reached
+    # k = 0: m * n * k is 0, but the output is m x n (here 2**62 elements: a wrapped
+    # byte count would have been a tiny buffer for it)
+    huge_a = np.lib.stride_tricks.as_strided(np.ones(1, np.float32), (2**31, 0), (0, 4))
+    huge_b = np.lib.stride_tricks.as_strided(np.ones(1, np.float32), (0, 2**31), (4, 0))
+    assert _kernels.owned_matmul(huge_a, huge_b, 1 << 20) is None
+    assert _kernels.owned_matmul(np.ones((4, 0), np.float32), np.ones((0, 5), np.float32),
+                                 20) is None                      # m * n reached
+    assert _kernels.owned_matmul(np.ones((4, 0), np.float32), np.ones((0, 5), np.float32),
+                                 21) is not None
     assert _kernels.owned_matmul(f, g, 2 * 3 * 4 + 1) is not None
-    assert rtx.memory_stats()["allocations"] == allocs + 1
+    assert rtx.memory_stats()["allocations"] == allocs + 2
 
 
 def test_cpu_empty_raises_memory_error_for_any_oversized_shape():
