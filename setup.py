@@ -200,16 +200,21 @@ CYTHON_STAMP = os.path.join("build", "rtx-cython-stamp.json")
 PY_BUILD_DIR = os.path.join("build", "cython")   # the compiled .py modules' C files
 
 
+# rtx/_compiled.py (standard library only, so readable before rtx is built): the modules
+# compiled too, where each one's source is, the manifest's name
+_COMPILED = runpy.run_path(os.path.join("rtx", "_compiled.py"))
+
+
 def _compiled_modules() -> tuple[str, ...]:
-    """The pure-Python modules compiled too (``rtx/_compiled.py``'s ``MODULES``; none
-    when ``RTX_COMPILE_PY=0``)."""
+    """The pure-Python modules compiled too (``MODULES``; none when
+    ``RTX_COMPILE_PY=0``)."""
     if os.environ.get("RTX_COMPILE_PY", "1").strip() == "0":
         return ()
-    return tuple(runpy.run_path(os.path.join("rtx", "_compiled.py"))["MODULES"])
+    return tuple(_COMPILED["MODULES"])
 
 
 def _module_source(name: str) -> str:
-    return os.path.join(*name.split(".")) + ".py"
+    return _COMPILED["source_path"](name, "")   # (relative: rtx/x/y.py)
 
 
 def _c_file(source: str) -> str:
@@ -282,7 +287,7 @@ def _ext_modules(extensions: list[Extension]) -> list[Extension]:
 def _write_manifest(names: list[str]) -> None:
     """``rtx/_compiled.json``: ``{module: SHA-256 of its .py}`` for each compiled module
     (read by ``rtx._compiled.stale()``); removed when none is compiled."""
-    path = os.path.join("rtx", "_compiled.json")
+    path = os.path.join("rtx", _COMPILED["MANIFEST"])
     built = {name: _sha256(_module_source(name)) for name in names}
     if built:
         _write_json(path, built)

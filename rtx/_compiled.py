@@ -23,15 +23,16 @@ standard library: setup.py reads ``MODULES`` from it before rtx is built.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
-import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+# (``import rtx`` runs this module first: what only the pure mode or the checks below
+# use -- importlib.util, hashlib, json -- is imported where they run, not here)
 
 MODULES: tuple[str, ...] = (
     "rtx._autodiff.autodiff",
@@ -72,14 +73,17 @@ def pure_requested() -> bool:
     return os.environ.get(ENV, "").strip() not in ("", "0")
 
 
-class _SourceFinder(importlib.abc.MetaPathFinder):
-    """Finds the modules of ``MODULES`` as their ``.py`` files (before the path
-    finder, which prefers an extension module beside them)."""
+class _SourceFinder:
+    """A meta path finder (``find_spec`` is the whole protocol) of the modules of
+    ``MODULES`` as their ``.py`` files, ahead of the path finder, which prefers an
+    extension module beside them."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MODULES:
             return None
+        import importlib.util
+
         last = fullname.rpartition(".")[2]
         for d in path or ():
             f = os.path.join(d, last + ".py")
@@ -92,8 +96,8 @@ _FINDER = _SourceFinder()
 
 
 def install() -> None:
-    """Called first by ``rtx/__init__.py``: puts the source finder in front when
-    ``RTX_PURE_PYTHON`` is set (nothing otherwise)."""
+    """Called first by ``rtx/_loader.py`` (so first at ``import rtx``): puts the
+    source finder in front when ``RTX_PURE_PYTHON`` is set (nothing otherwise)."""
     if pure_requested() and _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
 
@@ -113,6 +117,8 @@ def loaded() -> dict[str, str]:
 
 
 def sha256(path: str) -> str:
+    import hashlib
+
     with open(path, "rb") as fh:
         return hashlib.sha256(fh.read()).hexdigest()
 
@@ -120,6 +126,8 @@ def sha256(path: str) -> str:
 def manifest() -> dict[str, str] | None:
     """``{module: SHA-256 of the .py it was compiled from}`` as the build wrote it, or
     None when this rtx was built without compiled modules."""
+    import json
+
     try:
         with open(os.path.join(_HERE, MANIFEST)) as fh:
             data = json.load(fh)

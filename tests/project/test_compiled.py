@@ -7,7 +7,9 @@ forward and backward through every compiled op rule gives the same bits both way
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
+import json
 import os
 import subprocess
 import sys
@@ -57,14 +59,11 @@ def _run(pure: bool) -> dict:
     p = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                        text=True, cwd=os.path.dirname(os.path.abspath(__file__)), timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
-    import json
     return json.loads(p.stdout)
 
 
 @needs_compiled
 def test_every_listed_module_runs_compiled_from_its_current_source():
-    import importlib
-
     for name in _compiled.MODULES:
         mod = importlib.import_module(name)
         assert mod.__file__.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)), name
