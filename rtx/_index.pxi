@@ -226,8 +226,9 @@ cdef void _scatter_serial(const real* sp, const index_t* ip, Py_ssize_t E, Py_ss
 
 
 cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
-                             real* op, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    """Zero rows [lo, hi) and add every source row whose destination is in it.
+                             real* op, Py_ssize_t lo, Py_ssize_t hi, bint zero) noexcept nogil:
+    """Zero rows [lo, hi) (when ``zero``) and add every source row whose
+    destination is in it.
 
     Indices are scanned in blocks; the positions that land in the range are
     compacted branch-free (no mispredictions on random indices), then added
@@ -240,7 +241,8 @@ cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py
     cdef Py_ssize_t dst[COMPACT_BLOCK]
     if hi <= lo:
         return
-    memset(op + lo * F, 0, <size_t>((hi - lo) * F) * sizeof(real))
+    if zero:
+        memset(op + lo * F, 0, <size_t>((hi - lo) * F) * sizeof(real))
     b = 0
     while b < E:
         end = b + COMPACT_BLOCK if b + COMPACT_BLOCK < E else E
@@ -270,7 +272,7 @@ cdef void _scatter_rows(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssiz
     _row_bounds(ip, E, N, T, bounds)
     for t in prange(T, num_threads=T, schedule="static", chunksize=1):
         _mark_seen()
-        _scatter_row_range(sp, ip, E, F, op, bounds[t], bounds[t + 1])
+        _scatter_row_range(sp, ip, E, F, op, bounds[t], bounds[t + 1], True)
 
 
 cdef void _scatter_cols(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
@@ -439,6 +441,51 @@ def scatter_add_csr(const real[:, ::1] src, const int64_t[::1] perm, const int64
         rc = _csr_reduce_parallel(sp, pp, &ptr[0], N, F, &out[0, 0], T, CSR_DYNAMIC)
     if rc != 0:
         raise MemoryError("scatter_add_csr: out of memory")
+
+
+def scatter_accumulate_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1] out,
+                            int num_threads, bint zero=False):
+    """out[idx[i], :] += src[i, :] in increasing i, into ``out`` as it is, or
+    zero-filled first when ``zero`` (each thread the rows it owns): a chunked
+    scatter (``segment_matmul_sum``) zero-fills with its first chunk and adds
+    the others into the same output.  Indices must be pre-validated (a
+    checked plan's).
+
+    Each output row is written by one thread (ROWS: the threads own balanced
+    ranges of destination rows), in increasing source position, so a sequence
+    of calls over consecutive source chunks gives ``scatter_add_rows``' bits
+    over their concatenation, for any ``num_threads``."""
+    cdef Py_ssize_t E = idx.shape[0]
+    cdef Py_ssize_t F = src.shape[1]
+    cdef Py_ssize_t N = out.shape[0]
+    cdef Py_ssize_t bounds[257]
+    cdef Py_ssize_t t
+    cdef int T
+    if src.shape[0] != E or out.shape[1] != F:
+        raise ValueError("scatter_accumulate_rows: shapes do not match")
+    _reset_seen()
+    if N == 0 or F == 0:
+        if E > 0 and F > 0:
+            raise IndexError("scatter_accumulate_rows: out has no rows to add into")
+        return
+    if E == 0:
+        if zero:
+            out[:, :] = 0
+        return
+    T = _clamp_threads(num_threads)
+    if (E * F * <Py_ssize_t>sizeof(real) < SCATTER_PARALLEL_MIN
+            or F * <Py_ssize_t>sizeof(real) < SCATTER_MIN_ROW_BYTES):
+        T = 1
+    with nogil:
+        if T == 1:
+            _mark_seen()
+            _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], 0, N, zero)
+        else:
+            _row_bounds(&idx[0], E, N, T, bounds)
+            for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+                _mark_seen()
+                _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], bounds[t],
+                                   bounds[t + 1], zero)
 
 
 # ------------------------------------------------------------ block concatenation

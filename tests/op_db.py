@@ -250,6 +250,40 @@ def _sm_backward(B: Any, f: Callable[[Any], Any]) -> Any:
     return B.concat([B.reshape(gx, (6,)), B.reshape(gw, (24,))], 0)
 
 
+def _segment_matmul_sum_ref(x: np.ndarray, index: np.ndarray, w: np.ndarray,
+                            dst: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros((n, w.shape[2]), x.dtype)
+    np.add.at(out, dst, _segment_matmul_ref(x, index, w))
+    return out
+
+
+def _segment_matmul_sum_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(dtype)
+    return [
+        # unsorted types: the two ops; repeated targets accumulate
+        Sample((u(7, 3), Idx(np.array([2, 0, 2, 1, 0, 2, 2]), 3), u(3, 3, 4),
+                Idx(np.array([4, 0, 4, 1, 0, 4, 2]), 5), 5)),
+        # sorted types (the chunked path), repeated targets across types
+        Sample((u(6, 4), Idx(np.array([0, 0, 1, 1, 1, 2], np.int32), 3), u(3, 4, 2),
+                Idx(np.array([1, 0, 1, 3, 1, 0], np.int32), 4), 4)),
+        Sample((u(5, 2), Idx(np.array([1, 1, 3, 3, 3]), 4), u(4, 2, 3),   # empty types
+                Idx(np.array([2, 2, 2, 0, 2]), 6), 6)),                    # untouched rows
+        Sample((u(0, 3), Idx(np.zeros(0, np.int64), 2), u(2, 3, 2),
+                Idx(np.zeros(0, np.int64), 3), 3)),
+        Sample((u(4, 3), Idx(np.array([0, 0, 1, 1]), 2), u(2, 3, 0),      # no output columns
+                Idx(np.array([0, 1, 0, 1]), 2), 2), grad=False),
+    ]
+
+
+_SMS_G = np.random.default_rng(23).uniform(-1, 1, (5, 3))
+
+
+def _sms_backward(B: Any, f: Callable[[Any], Any]) -> Any:
+    gx, gw = B.segment_matmul_sum_backward(f(_SMS_G), f(_SM_X), P4, f(_SM_W), P5)
+    return B.concat([B.reshape(gx, (6,)), B.reshape(gw, (24,))], 0)
+
+
 # value-test broadcasting pairs (binary, compare) and gradcheck pairs
 BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)),
                     ((0, 3), (3,)), ((5,), (1,))]
@@ -929,6 +963,30 @@ OPS: list[OpInfo] = [
                       ValueError, "len"))),
     OpInfo("segment_matmul_backward", "grouped", differentiable=False,
            backend_call=_sm_backward),
+    OpInfo("segment_matmul_sum", "grouped",
+           backend_call=lambda B, f: B.segment_matmul_sum(f(_SM_X), P4, f(_SM_W), P5, 5),
+           kind="sampled", call=rtx.segment_matmul_sum, ref=_segment_matmul_sum_ref,
+           samples=_segment_matmul_sum_samples,
+           errors=(_E("ndim", lambda t: rtx.segment_matmul_sum(
+                       t[0], [0, 0, 0], t.reshape(1, 3, 2), [0, 0, 0], 1),
+                      ValueError, r"input must be \[N, K\]"),
+                   _E("weight", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 0], t.reshape(1, 2, 3), [0, 0], 1),
+                      ValueError, r"weight must be \[T, 3, M\]"),
+                   _E("dtype", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 0], t.long().reshape(2, 3, 1), [0, 0], 1), TypeError, "dtype"),
+                   _E("bounds", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 2], t.reshape(2, 3, 1), [0, 0], 1), IndexError),
+                   _E("dst bounds", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 1], t.reshape(2, 3, 1), [0, 3], 3), IndexError),
+                   _E("dst negative", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 1], t.reshape(2, 3, 1), [0, -1], 2), IndexError),
+                   _E("len", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 1], t.reshape(2, 3, 1), [0], 2), ValueError, "len"),
+                   _E("rows", lambda t: rtx.segment_matmul_sum(
+                       t, [0, 1], t.reshape(2, 3, 1), [0, 0], -1), ValueError))),
+    OpInfo("segment_matmul_sum_backward", "grouped", differentiable=False,
+           backend_call=_sms_backward),
     # ----------------------------------------------------- creation, in-place
     OpInfo("empty", "creation", differentiable=False,
            backend_call=lambda B, f: B.zeros((2, 3), np.dtype(np.float64))),

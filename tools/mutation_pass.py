@@ -59,6 +59,7 @@ TLAZY = "tests/nn/test_lazy.py"
 # issue 21 (h21-port): grouped matmul, HeteroLinear, RGCNConv / RGCN
 THLIN = "tests/nn/test_hetero_linear.py"
 TRGCN = "tests/nn/test_conv_rgcn.py"
+TSMS = "tests/kernels/test_segment_matmul_sum.py"
 
 
 @dataclass
@@ -592,6 +593,21 @@ MUTANTS = [
            ["tests/backend/test_hardening3_fusion.py"],
            "relu's fused loop (also the CPU relu's small path) turns NaN into 0",
            k="numpys_maximum"),
+    # issue 22: segment_matmul_sum (RGCNConv's chunked transform-and-sum)
+    Mutant("accumulate-serial-ignores-zero", "rtx/_index.pxi",
+           "            _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], 0, N, zero)",
+           "            _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], 0, N, False)",
+           [TSMS], "the one-thread accumulate never zero-fills its first chunk's output",
+           k="scatter_accumulate"),
+    Mutant("sms-weight-grad-overwrites", "rtx/backend/grouped.py",
+           "                    np.add(gw[t], part, out=gw[t])",
+           "                    np.copyto(gw[t], part)",
+           [TSMS], "a type's later chunk overwrites its weight gradient instead of adding",
+           k="chunked"),
+    Mutant("sms-chunk-drops-a-row", "rtx/backend/grouped.py",
+           "for r in range(r0, r1, step)]", "for r in range(r0, r1 - 1, step)]",
+           [TSMS], "the chunks of a type block skip its last row when the step divides it",
+           k="chunked or untouched"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

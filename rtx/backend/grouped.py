@@ -26,10 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import gather_rows, segment_matmul_rows, segment_matmul_weight_grad
+from .._kernels import (
+    gather_rows,
+    scatter_accumulate_rows,
+    segment_matmul_rows,
+    segment_matmul_weight_grad,
+)
 from .._threads import get_num_threads
-from ._family import Family, host_body
+from ._family import Family, host_body, host_body_of
+from ._host import check_output
 from ._matmul import matmul_2d
+from .index import IndexOps, add_plan
 from .index_plan import IndexPlan
 from .segment import segment_plan
 
@@ -60,6 +67,12 @@ def _type_blocks(plan: Any) -> Blocks | None:
     if n == 0 or not np.array_equal(perm, np.arange(n, dtype=perm.dtype)):
         return None
     return _nonempty(ptr)
+
+
+# segment_matmul_sum's chunks: at most this many bytes of [rows, max(K, M)]
+# (the scratch block of the product or of its gradient), at least this many rows
+SUM_CHUNK_BYTES = 16 << 20
+SUM_CHUNK_MIN_ROWS = 1024
 
 
 # The gathered GEMMs run when both sides of each weight block are at least this
@@ -183,4 +196,85 @@ class GroupedOps(Family):
         if need_weight:
             gw = self._host_empty(weight.shape, weight.dtype)
             segment_matmul_weight_grad(a, g, perm, ptr, _blocks(gw), T)
+        return gx, gw
+
+    # ------------------------------------------------ the grouped matmul, summed
+    # ``segment_matmul_sum``: ``index_add(segment_matmul(x, index, w), dst, n)``
+    # without the ``[N, M]`` product.  Rows in type order (RGCNConv's
+    # relation-major pairs) run in chunks of at most SUM_CHUNK_BYTES of product:
+    # each chunk one GEMM into a scratch block, added into the output rows by
+    # ``scatter_accumulate_rows`` (each target's rows in increasing position, as
+    # ``index_add`` adds them).  The chunks come from the shapes alone, so the
+    # bits never depend on the thread count (the values are the two ops' to
+    # rounding: BLAS may round a chunk's GEMM otherwise than the whole block's).
+    # The backward gathers each chunk's output gradient into a scratch block
+    # the same way.  Other row orders run the two ops one after the other.
+
+    def _sum_chunks(self, plan: IndexPlan, K: int, M: int, itemsize: int) -> Blocks | None:
+        """``[(type, start, end)]``: the type blocks of rows in type order, cut
+        into chunks of at most ``SUM_CHUNK_BYTES`` of ``[rows, max(K, M)]``
+        (from the shapes alone); None when the rows are not in type order."""
+        blocks = _type_blocks(plan)
+        if blocks is None or not K or not M:
+            return None
+        step = max(SUM_CHUNK_MIN_ROWS, SUM_CHUNK_BYTES // (max(K, M) * itemsize))
+        return [(t, r, min(r + step, r1)) for t, r0, r1 in blocks for r in range(r0, r1, step)]
+
+    @host_body("x", "weight")
+    def segment_matmul_sum(self, x: np.ndarray, index: Any, weight: np.ndarray, dst: Any,
+                           num_rows: int) -> Any:
+        plan = grouped_plan(x, index, weight, "segment_matmul_sum")
+        dplan = add_plan((x.shape[0],), dst, num_rows)
+        n, M = dplan.num_rows, weight.shape[2]
+        check_output(n, (x.shape[0], M), x.dtype.itemsize, "segment_matmul_sum")
+        chunks = self._sum_chunks(plan, weight.shape[1], M, x.dtype.itemsize)
+        if chunks is None:
+            h = host_body_of(GroupedOps.segment_matmul)(self, x, plan, weight)
+            return host_body_of(IndexOps.index_add)(self, h, dplan, n)
+        a, w, T = np.ascontiguousarray(x), np.ascontiguousarray(weight), get_num_threads()
+        out = self._host_empty((n, M), x.dtype)    # zero-filled with the first chunk
+        scratch = self._host_empty((max(r1 - r0 for _, r0, r1 in chunks), M), x.dtype)
+        for i, (t, r0, r1) in enumerate(chunks):
+            h = scratch[:r1 - r0]
+            self._mm(a[r0:r1], w[t], h, T)
+            scatter_accumulate_rows(h, dplan._idx[r0:r1], out, T, i == 0)
+        return out
+
+    @host_body("grad", "x", "weight")
+    def segment_matmul_sum_backward(self, grad: np.ndarray, x: np.ndarray, index: Any,
+                                    weight: np.ndarray, dst: Any, need_x: bool = True,
+                                    need_weight: bool = True) -> tuple[Any, Any]:
+        """``(grad_x, grad_weight)`` (``None`` for what is not needed): the rows'
+        gradient is ``grad[dst]``, then ``segment_matmul_backward``'s."""
+        plan = grouped_plan(x, index, weight, "segment_matmul_sum_backward")
+        M = weight.shape[2]
+        if grad.ndim != 2 or grad.shape[1] != M or grad.dtype != x.dtype:
+            raise ValueError(f"segment_matmul_sum_backward(): grad must be [rows, {M}] "
+                             f"{x.dtype}, got {grad.shape} {grad.dtype}")
+        dplan = add_plan((x.shape[0],), dst, grad.shape[0])
+        chunks = self._sum_chunks(plan, weight.shape[1], M, x.dtype.itemsize)
+        if chunks is None:
+            gh = host_body_of(IndexOps.index_select)(self, grad, dplan)
+            return host_body_of(GroupedOps.segment_matmul_backward)(
+                self, gh, x, plan, weight, need_x, need_weight)
+        g, a = np.ascontiguousarray(grad), np.ascontiguousarray(x)
+        w, T = np.ascontiguousarray(weight), get_num_threads()
+        gx = self._host_empty(x.shape, x.dtype) if need_x else None
+        # (types without rows: 0)
+        gw = self._host_empty(w.shape, w.dtype, zero=True) if need_weight else None
+        scratch = self._host_empty((max(r1 - r0 for _, r0, r1 in chunks), M), x.dtype)
+        part = self._host_empty(w.shape[1:], w.dtype) if need_weight else None
+        seen: set[int] = set()
+        for t, r0, r1 in chunks:
+            gh = scratch[:r1 - r0]
+            gather_rows(g, dplan._idx[r0:r1], gh, T)
+            if gx is not None:
+                self._mm(gh, w[t].T, gx[r0:r1], T)
+            if gw is not None and part is not None:
+                if t in seen:       # a type's later chunks: partials added in order
+                    self._mm(a[r0:r1].T, gh, part, T)
+                    np.add(gw[t], part, out=gw[t])
+                else:
+                    self._mm(a[r0:r1].T, gh, gw[t], T)
+                    seen.add(t)
         return gx, gw

@@ -13,9 +13,11 @@ edges of that relation), sum or max.  No Python loop over the relations:
 the edges are grouped by (target, relation) pair once per graph, the pairs'
 aggregates come from ONE fused ``message_passing`` (``mean``: weighted by
 ``1 / |N_r(i)|``; no ``[E, F]`` tensor) or one ``segment_max``, every pair
-is multiplied by its relation's weight in ONE grouped ``segment_matmul``
-(block-diagonal weights: one group per (relation, block)), and the pairs
-are summed into their targets by one ``index_add``.  Work and memory grow
+is multiplied by its relation's weight and summed into its target by ONE
+``segment_matmul_sum`` (a GEMM per chunk of each relation's pairs, added
+into the targets: no ``[pairs, out]`` product is kept, nor its gradient;
+block-diagonal weights: one ``segment_matmul`` group per (relation, block),
+then one ``index_add``).  Work and memory grow
 with the number of distinct (target, relation) pairs, at most ``E``, not
 with the number of relations.
 """
@@ -30,7 +32,14 @@ import numpy as np
 from ...autograd import no_grad
 from ...backend.index_plan import EdgeIndex, IndexPlan, as_plan
 from ...creation import full, tensor
-from ...functional import index_add, index_select, message_passing, segment_matmul, segment_max
+from ...functional import (
+    index_add,
+    index_select,
+    message_passing,
+    segment_matmul,
+    segment_matmul_sum,
+    segment_max,
+)
 from ...tensor import Tensor
 from .. import init
 from ..lazy import UninitializedParameter, check_lazy_in_channels, is_lazy
@@ -259,7 +268,9 @@ class RGCNConv(Module):
             if self.comp is not None:  # basis decomposition
                 weight = (self.comp @ weight.reshape(weight.shape[0], -1)).reshape(
                     self.num_relations, weight.shape[1], M)
-            h = segment_matmul(agg, pairs.rel, weight)
+            # each pair times its relation's weight, summed into its target, in
+            # chunks: no [P, M] product, nor its gradient (segment_matmul_sum)
+            return segment_matmul_sum(agg, pairs.rel, weight, pairs.dst, n_dst)
         return index_add(h, pairs.dst, n_dst)
 
     def _pair_structure(self, ei: EdgeIndex, types: IndexPlan) -> _Pairs:
