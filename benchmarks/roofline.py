@@ -221,6 +221,13 @@ def _median_time(fn: Callable[[], Any], repeats: int) -> float:
 
 
 def measure_machine(threads: int, sizes: list[int], quick: bool) -> dict[str, Any]:
+    """This machine's SGEMM rates (numpy's BLAS on ``threads`` threads and on one,
+    ``rtx.matmul``) and copy bandwidths.  numpy's threaded BLAS runs last: after a
+    threaded call OpenBLAS's workers spin for a while before they sleep, and a
+    2-thread measurement taken in that window loses a core to them (rtx.matmul's
+    [30000, 128] @ [128, 64] measured right after numpy's: 63-96 GFLOP/s, median
+    67, against 77-128, median 116, measured first; 5 runs each way, alternating
+    processes, 2026-12-06)."""
     import rtx
 
     rng = np.random.default_rng(0)
@@ -234,31 +241,42 @@ def measure_machine(threads: int, sizes: list[int], quick: bool) -> dict[str, An
         from threadpoolctl import threadpool_limits
     except ImportError:          # pragma: no cover - threadpoolctl is an rtx dependency
         threadpool_limits = None
-    gemm: dict[str, dict[str, float]] = {}
+    operands = {}
     for name, m, k, n in shapes:
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
-        out = np.empty((m, n), np.float32)
-        flops = 2.0 * m * k * n
-        def np_mm(a: np.ndarray = a, b: np.ndarray = b, out: np.ndarray = out) -> None:
-            np.matmul(a, b, out=out)
-
-        rates = {}
-        for label, nthr in (("numpy_gflops", threads), ("numpy_1thread_gflops", 1)):
-            if threadpool_limits is not None:
-                with threadpool_limits(limits=nthr, user_api="blas"):
-                    rates[label] = flops / _median_time(np_mm, reps) / 1e9
-            elif nthr == threads:
-                rates[label] = flops / _median_time(np_mm, reps) / 1e9
+        operands[name] = (a, b, np.empty((m, n), np.float32), 2.0 * m * k * n)
+    gemm: dict[str, dict[str, float]] = {name: {} for name, *_ in shapes}
+    for name, (a, b, _, flops) in operands.items():       # rtx first (see above)
         ta, tb = rtx.tensor(a), rtx.tensor(b)
 
         def rtx_mm(ta: Any = ta, tb: Any = tb) -> None:
             rtx.matmul(ta, tb)
 
-        rates["rtx_gflops"] = flops / _median_time(rtx_mm, reps) / 1e9
-        gemm[name] = rates
-    rate = max(max(v.values()) for v in gemm.values()) * 1e9
+        gemm[name]["rtx_gflops"] = flops / _median_time(rtx_mm, reps) / 1e9
 
+    bw = _bandwidths(rtx, rng, threads, quick, reps)      # rtx's copy kernel: before too
+    for label, nthr in (("numpy_1thread_gflops", 1), ("numpy_gflops", threads)):
+        for name, (a, b, out, flops) in operands.items():
+            def np_mm(a: np.ndarray = a, b: np.ndarray = b, out: np.ndarray = out) -> None:
+                np.matmul(a, b, out=out)
+
+            if threadpool_limits is not None:
+                with threadpool_limits(limits=nthr, user_api="blas"):
+                    gemm[name][label] = flops / _median_time(np_mm, reps) / 1e9
+            elif nthr == threads:
+                gemm[name][label] = flops / _median_time(np_mm, reps) / 1e9
+    gemm = {name: {k: r[k] for k in ("numpy_gflops", "numpy_1thread_gflops", "rtx_gflops")
+                   if k in r} for name, r in gemm.items()}
+    rate = max(max(v.values()) for v in gemm.values()) * 1e9
+    best_bw = max(bw.values()) * 1e9
+    return {"gemm": gemm, "sgemm_rate": rate, "bandwidth": bw, "bandwidth_best": best_bw}
+
+
+def _bandwidths(rtx: Any, rng: np.random.Generator, threads: int, quick: bool,
+                reps: int) -> dict[str, float]:
+    """Copy bandwidths, GB/s read + write: rtx's threaded copy kernel, numpy's
+    one-thread copy and a fused rtx triad."""
     from benchmarks.bench import copy_bandwidth
 
     bw: dict[str, float] = {}
@@ -285,8 +303,7 @@ def measure_machine(threads: int, sizes: list[int], quick: bool) -> dict[str, An
         bw["triad b + s*c, fused rtx"] = 3 * 4 * n / t / 1e9
     except Exception as exc:  # noqa: BLE001 - report, keep the others
         print(f"# fused triad unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
-    best_bw = max(bw.values()) * 1e9
-    return {"gemm": gemm, "sgemm_rate": rate, "bandwidth": bw, "bandwidth_best": best_bw}
+    return bw
 
 
 # ------------------------------------------------------------------ rtx's epoch

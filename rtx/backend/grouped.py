@@ -252,6 +252,8 @@ class GroupedOps(Family):
             raise ValueError(f"segment_matmul_sum_backward(): grad must be [rows, {M}] "
                              f"{x.dtype}, got {grad.shape} {grad.dtype}")
         dplan = add_plan((x.shape[0],), dst, grad.shape[0])
+        if not need_x and not need_weight:
+            return None, None
         chunks = self._sum_chunks(plan, weight.shape[1], M, x.dtype.itemsize)
         if chunks is None:
             gh = host_body_of(IndexOps.index_select)(self, grad, dplan)

@@ -82,6 +82,18 @@ def test_chunked_gradcheck(small_chunks):
     assert gradcheck(lambda a, b: rtx.segment_matmul_sum(a, tp, b, dp, n), [xr, wr])
 
 
+@pytest.mark.parametrize("need_x,need_weight", [(True, False), (False, True), (False, False)])
+def test_backward_computes_what_is_needed(small_chunks, need_x, need_weight):
+    rng = np.random.default_rng(5)
+    x, w, tp, dp, n = _case(rng, np.float64)
+    g = rng.standard_normal((n, w.shape[2]))
+    B = rtx.CpuBackend()
+    full = B.segment_matmul_sum_backward(g, x, tp, w, dp)
+    got = B.segment_matmul_sum_backward(g, x, tp, w, dp, need_x=need_x, need_weight=need_weight)
+    for want, have, needed in zip(full, got, (need_x, need_weight), strict=True):
+        assert (have is None) if not needed else np.array_equal(have, want)
+
+
 def test_inputs_untouched_and_types_without_rows(small_chunks):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((9, 3))
