@@ -10,7 +10,10 @@ Two things happen here, once, at ``import rtx``:
   with 10,000 (docs/performance.md).  So ``GOMP_SPINCOUNT=10000`` is
   in the environment while the extension loads, unless the user set
   ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` (theirs wins); it is removed again
-  afterwards, so child processes and other libraries never see it.
+  afterwards, so child processes and other libraries never see it.  When a
+  libgomp is already in the process (torch imported first: rtx's kernels then
+  share torch's copy, read at torch's import), the setting comes too late:
+  ``SPIN`` says so, and ``rtx.show_config()`` with it.
 * An import from an unbuilt source tree fails with a message saying how to build.
 * ``RTX_PURE_PYTHON=1`` takes effect before any compiled module of the per-op path
   loads (``rtx/_compiled.py``: the ``.py`` files run instead).
@@ -24,7 +27,25 @@ from . import _compiled
 
 _compiled.install()
 
+
+
+def _libgomp_loaded() -> bool:
+    """Whether a GNU libgomp is mapped into this process already (Linux; False
+    where /proc cannot tell)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            return any("libgomp" in line for line in fh)
+    except OSError:
+        return False
+
+
 _spin = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+# what the OpenMP workers' spin is (rtx.show_config): rtx's, the user's, or
+# libgomp's default because libgomp was initialised before rtx could set it
+SPIN = ("GOMP_SPINCOUNT=10000 (rtx)" if _spin and not _libgomp_loaded() else
+        "the user's (OMP_WAIT_POLICY / GOMP_SPINCOUNT)" if not _spin else
+        "libgomp's default: libgomp was loaded before rtx (torch imported first?); "
+        "import rtx first or set GOMP_SPINCOUNT=10000")
 if _spin:
     os.environ["GOMP_SPINCOUNT"] = "10000"
 try:

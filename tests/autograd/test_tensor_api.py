@@ -173,6 +173,36 @@ def test_show_config(capsys):
     assert rtx.__version__ in out
 
 
+@pytest.mark.parametrize("setup,expect", [
+    ("", "GOMP_SPINCOUNT=10000 (rtx)"),
+    ("import ctypes; ctypes.CDLL('libgomp.so.1'); ", "libgomp's default"),   # torch first
+])
+def test_show_config_says_whose_openmp_spin_setting_holds(setup, expect):
+    """rtx sets libgomp's spin only if libgomp is not in the process yet (it reads
+    the setting once, when it loads): a libgomp loaded before rtx (torch's,
+    imported first) keeps its default, and show_config says so."""
+    import os
+    import subprocess
+    import sys
+
+    if not rtx.config()["openmp"] or not os.path.exists("/proc/self/maps"):
+        pytest.skip("needs OpenMP and /proc")
+    with open("/proc/self/maps", encoding="utf-8") as fh:
+        if not any("libgomp" in line for line in fh):
+            pytest.skip("rtx's OpenMP runtime is not GNU libgomp")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = f"{setup}import rtx; print(rtx.config()['omp_spin'])"
+    where = os.path.dirname(os.path.dirname(rtx.__file__))     # the rtx under test
+
+    def spin(env: dict[str, str]) -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, check=True, cwd=where).stdout
+
+    assert spin(env).startswith(expect)
+    assert spin(env | {"GOMP_SPINCOUNT": "5"}).startswith("the user's")
+
+
 def test_in_place_ops(backend, dtype):
     t = rtx.ones(3, dtype=dtype)
     t.add_(rtx.tensor([1.0, 2.0, 3.0], dtype=dtype)).mul_(2.0).sub_(1.0)
