@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _spin
 from ._kernels import (
     build_cflags,
     get_cache_limit,
@@ -15,7 +16,6 @@ from ._kernels import (
     omp_max_threads,
     openmp_enabled,
 )
-from ._loader import SPIN
 from ._threads import get_num_threads
 from ._version import __version__
 
@@ -29,7 +29,7 @@ def config() -> dict[str, Any]:
         "openmp": bool(openmp_enabled()),
         "num_threads": get_num_threads(),
         "omp_max_threads": omp_max_threads(),
-        "omp_spin": SPIN if openmp_enabled() else None,
+        "omp_spin": _spin.SPIN if openmp_enabled() else None,
         "compiler_flags": build_cflags(),
         "parallel_thresholds": get_parallel_thresholds(),
         "cache_limit_bytes": get_cache_limit(),
