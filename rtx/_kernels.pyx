@@ -25,6 +25,7 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_gatv2.pxi``    fused GATv2 attention scores and their gradients
 - ``_grouped.pxi``  grouped (segment) matmul: each row by its type's weight
 - ``_narrow.pxi``   narrow matmul ``x.T @ g`` (g of at most 8 columns)
+- ``_gemm.pxi``     a large matmul's pieces as BLAS calls run by rtx's OpenMP team
 - ``_dense.pxi``    threaded sums over dim 0 and in-place arithmetic (numpy's bits)
 - ``_sample.pxi``   heterogeneous neighbour sampling (rtx.loader)
 - ``_dlpack.pxi``   DLPack import/export
@@ -49,6 +50,7 @@ include "_message.pxi"
 include "_gatv2.pxi"
 include "_grouped.pxi"
 include "_narrow.pxi"
+include "_gemm.pxi"
 include "_dense.pxi"
 include "_sample.pxi"
 include "_dlpack.pxi"

@@ -60,6 +60,8 @@ TLAZY = "tests/nn/test_lazy.py"
 THLIN = "tests/nn/test_hetero_linear.py"
 TRGCN = "tests/nn/test_conv_rgcn.py"
 TSMS = "tests/kernels/test_segment_matmul_sum.py"
+TTG = "tests/kernels/test_team_gemm.py"
+TMT = "tests/kernels/test_matmul_threads.py"
 
 
 @dataclass
@@ -608,6 +610,24 @@ MUTANTS = [
            "for r in range(r0, r1, step)]", "for r in range(r0, r1 - 1, step)]",
            [TSMS], "the chunks of a type block skip its last row when the step divides it",
            k="chunked or untouched"),
+    # issue 22: a split matmul's pieces run by rtx's OpenMP team (rtx/_gemm.pxi)
+    Mutant("team-gemm-piece-short", "rtx/_gemm.pxi",
+           "            hi = L * (p + 1) // pieces\n",
+           "            hi = L * (p + 1) // pieces - (1 if p == 0 else 0)\n",
+           [TTG], "the first piece of a split stops one row (or column) short", k="split"),
+    Mutant("team-gemm-takes-syrk", "rtx/_gemm.pxi",
+           "    if (<const void*>A == <const void*>B and as0 == bs1 and as1 == bs0 and ta != tb):",
+           "    if False:",
+           [TTG], "a @ a.T goes to ?gemm, where numpy calls syrk (other bits)", k="declines"),
+    Mutant("team-gemm-parts-overlap-unchecked", "rtx/_gemm.pxi",
+           "    if pbase != NULL:\n        olo = <char*>pbase",
+           "    if False:\n        olo = <char*>pbase",
+           [TTG], "inner-split partials that overlap an input are written anyway",
+           k="overlaps"),
+    Mutant("team-gemm-partials-not-added", "rtx/backend/_matmul.py",
+           "        for p in rest:\n            np.add(out, p, out=out)",
+           "        for p in rest[:1]:\n            np.add(out, p, out=out)",
+           [TMT], "an inner split adds only its first two partial products", k="matches"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._kernels import narrow_available, narrow_tn
+from .._kernels import gemm_bind, gemm_split, gemm_unbind, narrow_available, narrow_tn
 
 # Below this many multiply-adds OpenBLAS runs on the calling thread anyway
 # (its GEMM_MULTITHREAD_THRESHOLD), so no scope is needed.
@@ -59,6 +59,7 @@ def _find() -> list[tuple[Any, Any]]:
     except Exception:  # noqa: BLE001 - not installed, or a platform it cannot read
         return []
     found = []
+    openblas: list[tuple[str, str, str]] = []   # (path, prefix, suffix)
     for lib in libs:
         names = _NAMES.get(lib.internal_api)
         if names is None:
@@ -74,8 +75,64 @@ def _find() -> list[tuple[Any, Any]]:
                 get.restype, get.argtypes = ctypes.c_int, []
                 put.restype, put.argtypes = None, [ctypes.c_int]
                 found.append((get, put))
+                if lib.internal_api == "openblas":
+                    openblas.append((lib.filepath, pre, suf))
                 break
+    if found:
+        _OPENBLAS[:] = openblas
+        _bind_team_gemm(openblas)
     return found
+
+
+# ------------------------------------------------- the pieces in rtx's team
+# A split matmul's pieces run as calls of numpy's own OpenBLAS ?gemm, made by
+# rtx's OpenMP threads (``gemm_split``, rtx/_gemm.pxi) rather than by Python
+# threads calling np.matmul: the OpenMP workers that spin after each kernel are
+# the ones that take the pieces (with torch imported first, rtx's kernels share
+# torch's libgomp and its long default spin: rtx/_spin.py), and a call is one
+# OpenMP region instead of a hand-off to a thread pool.  Bound only to numpy's
+# OpenBLAS (so each piece has np.matmul's bits), only while BLAS is held at one
+# thread (the pieces run inside SINGLE_THREADED_BLAS), and only after a small
+# product through it equals np.matmul's bit for bit; else the Python threads run
+# the pieces, as before.  ``RTX_TEAM_GEMM=0`` turns it off.
+TEAM_GEMM = False
+_OPENBLAS: list[tuple[str, str, str]] = []    # what _find saw: (path, prefix, suffix)
+
+
+def _numpy_openblas(openblas: list[tuple[str, str, str]]) -> tuple[str, str, str] | None:
+    """The OpenBLAS numpy itself links (its wheel's ``numpy.libs`` / ``.dylibs``),
+    else the only OpenBLAS loaded, else None."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(np.__file__)))
+    own = [o for o in openblas
+           if os.path.realpath(o[0]).startswith(os.path.join(root, "numpy"))]
+    if len(own) == 1:
+        return own[0]
+    return openblas[0] if len(openblas) == 1 else None
+
+
+def _bind_team_gemm(openblas: list[tuple[str, str, str]]) -> None:
+    global TEAM_GEMM
+    TEAM_GEMM = False
+    if os.environ.get("RTX_TEAM_GEMM", "1") == "0":
+        return
+    lib = _numpy_openblas(openblas)
+    if lib is None or not gemm_bind(*lib):
+        return
+    # a product whose pieces are real GEMMs, checked bit for bit against np.matmul
+    # on the same pieces (a wrong integer width or symbol would show here)
+    ok = True
+    for dt in (np.float32, np.float64):
+        a = (np.arange(24 * 5, dtype=dt).reshape(24, 5) % 7 - 3) / 4
+        b = (np.arange(5 * 3, dtype=dt).reshape(5, 3) % 5 - 2) / 3
+        out = np.full((24, 3), np.nan, dt)
+        # (small enough that OpenBLAS runs it on the calling thread: no scope)
+        done = gemm_split(a, b, out, None, 2, False, 1)
+        want = np.concatenate([a[:12] @ b, a[12:] @ b])
+        ok = ok and bool(done) and np.array_equal(out, want)
+    if ok:
+        TEAM_GEMM = True
+    else:
+        gemm_unbind()
 
 
 def _libraries() -> list[tuple[Any, Any]]:
@@ -178,15 +235,20 @@ def matmul_2d(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
         if not rows and not inner:
             np.matmul(a, b, out=out)
             return
+        team = TEAM_GEMM and a.dtype == b.dtype == out.dtype and a.dtype in _NARROW_DTYPES
         if rows:
+            if team and gemm_split(a, b, out, None, len(rows), False, threads):
+                return
             tasks = [(a[r0:r1], b, out[r0:r1]) for r0, r1 in rows]
-        else:
-            parts = [out] + [scratch((m, n)) for _ in inner[1:]]
-            tasks = [(a[:, k0:k1], b[k0:k1], p) for (k0, k1), p in zip(inner, parts, strict=True)]
-        _run(tasks, threads)
-        if inner:
-            for p in parts[1:]:
-                np.add(out, p, out=out)
+            _run(tasks, threads)
+            return
+        rest = scratch((len(inner) - 1, m, n))
+        if not (team and gemm_split(a, b, out, rest, len(inner), True, threads)):
+            parts = [out, *rest]
+            _run([(a[:, k0:k1], b[k0:k1], p)
+                  for (k0, k1), p in zip(inner, parts, strict=True)], threads)
+        for p in rest:
+            np.add(out, p, out=out)
 
 
 # ``x.T @ g`` with few columns in g (a projection onto a few columns: a GAT layer's
