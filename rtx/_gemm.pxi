@@ -216,8 +216,8 @@ def gemm_split(const real[:, :] a not None, const real[:, :] b not None,
     product into ``out`` for the first piece, ``parts[p - 1]`` for the others, a
     ``[pieces - 1, m, n]`` C-contiguous array of a's dtype; the caller adds them in
     order).  Each piece's bits are np.matmul's on that piece.  False, with nothing
-    written, where numpy would not call ?gemm on a piece (a piece or side of one
-    row or column, a side with no BLAS layout, ``a`` times its own transpose, a
+    written, where numpy would not call ?gemm on a piece (a piece with a size of 1:
+    one row, one column or an inner length of one; a side with no BLAS layout, ``a`` times its own transpose, a
     size past a 32-bit int, ``out`` overlapping an input) or no BLAS is bound;
     ValueError for shapes that do not match."""
     cdef Py_ssize_t m = a.shape[0], k = a.shape[1], n = b.shape[1]
@@ -255,10 +255,11 @@ def gemm_split(const real[:, :] a not None, const real[:, :] b not None,
         pbase = &pv[0, 0, 0]
     if fn == NULL:
         return False
-    # numpy calls ?gemm on every piece only when no piece has one row or one column
-    # (gemv / dot), and every size fits a 32-bit int (what both integer widths take)
-    if (m < 2 or n < 2 or k < 1 or m > GEMM_INT_MAX or n > GEMM_INT_MAX
-            or k > GEMM_INT_MAX or (not inner and m // pieces < 2)):
+    # numpy calls ?gemm on a piece only when none of its three sizes is 1 (else gemv,
+    # dot or its own loop), and every size fits a 32-bit int (what both integer
+    # widths take); the smallest piece has L // pieces of the split size
+    if (m < 2 or n < 2 or k < 2 or m > GEMM_INT_MAX or n > GEMM_INT_MAX
+            or k > GEMM_INT_MAX or L // pieces < 2):
         return False
     ta = _gemm_side(as0, as1, k, m, isz, &lda)
     tb = _gemm_side(bs0, bs1, n, k, isz, &ldb)

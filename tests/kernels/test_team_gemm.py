@@ -96,6 +96,11 @@ def test_declines_where_numpy_calls_something_else():
     _declined(a1, b1, np.zeros((1, 20), np.float32), pieces=1)   # one row
     a2, b2 = _operands(np.float32, 3, 30, 20)
     _declined(a2, b2, np.zeros((3, 20), np.float32))             # a piece of one row
+    a3, b3 = _operands(np.float32, 1000, 1, 20)
+    _declined(a3, b3, np.zeros((1000, 20), np.float32))          # inner length 1
+    a4, b4 = _operands(np.float32, 40, 3, 20)
+    _declined(a4, b4, np.zeros((40, 20), np.float32), inner=True,  # inner pieces of one
+              parts=np.zeros((1, 40, 20), np.float32))
     x = np.random.default_rng(2).standard_normal((600, 50)).astype(np.float32)
     _declined(x, x.T, np.zeros((600, 600), np.float32))          # a @ a.T: syrk
     strided = np.zeros((1200, 60), np.float32)[::2, ::2]         # no BLAS layout
