@@ -217,9 +217,9 @@ def gemm_split(const real[:, :] a not None, const real[:, :] b not None,
     ``[pieces - 1, m, n]`` C-contiguous array of a's dtype; the caller adds them in
     order).  Each piece's bits are np.matmul's on that piece.  False, with nothing
     written, where numpy would not call ?gemm on a piece (a piece with a size of 1:
-    one row, one column or an inner length of one; a side with no BLAS layout, ``a`` times its own transpose, a
-    size past a 32-bit int, ``out`` overlapping an input) or no BLAS is bound;
-    ValueError for shapes that do not match."""
+    one row, one column or an inner length of one; a side with no BLAS layout;
+    ``a`` times its own transpose; a size past a 32-bit int; ``out`` overlapping an
+    input) or no BLAS is bound; ValueError for shapes that do not match."""
     cdef Py_ssize_t m = a.shape[0], k = a.shape[1], n = b.shape[1]
     cdef Py_ssize_t isz = sizeof(real)
     cdef Py_ssize_t lda = 0, ldb = 0, ldc, L, p, lo, hi
