@@ -16,10 +16,10 @@
 # piece with both sides "blasable" calls the same cblas ?gemm with the same
 # arguments (row-major; a side is NoTrans when its columns are contiguous and
 # its row stride, in elements, is at least its row length, else Trans with the
-# column stride; numpy's matmul.c.src), so the caller leaves to numpy the cases
-# where numpy calls something else: a side of one row or one column (gemv,
-# dot), a matrix times its own transpose (syrk), a layout no BLAS takes, or a
-# dimension past a 32-bit int.
+# column stride; numpy's matmul.c.src), so ``gemm_split`` leaves to numpy the
+# cases where numpy calls something else: a piece with a size of 1 (gemv, dot or
+# numpy's own loop), a matrix times its own transpose (syrk), a layout no BLAS
+# takes, or a dimension past a 32-bit int.
 #
 # The function pointers are looked up here, by name, in a library the process
 # has ALREADY loaded (``dlopen(RTLD_NOLOAD)``: this never loads anything), and

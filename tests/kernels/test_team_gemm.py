@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
 import numpy as np
 import pytest
@@ -17,15 +18,17 @@ from rtx.backend import _matmul
 
 _matmul._libraries()     # binds the team's GEMM when it can (rtx/backend/_matmul.py)
 # skipped only where numpy's BLAS is no OpenBLAS threadpoolctl can see (MKL,
-# Accelerate); an OpenBLAS that fails the bind or its self-check fails the tests
-pytestmark = pytest.mark.skipif(_matmul._numpy_openblas(_matmul._OPENBLAS) is None,
-                                reason="numpy's BLAS is not an OpenBLAS")
+# Accelerate) or the user turned the team off; an OpenBLAS that fails the bind or
+# its self-check fails the tests
+pytestmark = pytest.mark.skipif(_matmul._numpy_openblas(_matmul._OPENBLAS) is None
+                                or os.environ.get("RTX_TEAM_GEMM") == "0",
+                                reason="numpy's BLAS is not an OpenBLAS, or RTX_TEAM_GEMM=0")
+
+DTYPES = [np.float32, np.float64]
 
 
 def test_numpys_openblas_is_bound_and_passed_its_self_check():
     assert K.gemm_bound() and _matmul.TEAM_GEMM
-
-DTYPES = [np.float32, np.float64]
 
 
 def _bounds(n: int, pieces: int) -> list[tuple[int, int]]:
