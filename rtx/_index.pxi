@@ -266,13 +266,15 @@ cdef void _scatter_row_range(const real* sp, const index_t* ip, Py_ssize_t E, Py
 
 
 cdef void _scatter_rows(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
-                        real* op, Py_ssize_t N, int T) noexcept nogil:
+                        real* op, Py_ssize_t N, int T, bint zero) noexcept nogil:
+    """ROWS: each of T threads owns a balanced range of destination rows, zeroes
+    it (when ``zero``) and adds the source rows that land in it."""
     cdef Py_ssize_t bounds[257]
     cdef Py_ssize_t t
     _row_bounds(ip, E, N, T, bounds)
     for t in prange(T, num_threads=T, schedule="static", chunksize=1):
         _mark_seen()
-        _scatter_row_range(sp, ip, E, F, op, bounds[t], bounds[t + 1], True)
+        _scatter_row_range(sp, ip, E, F, op, bounds[t], bounds[t + 1], zero)
 
 
 cdef void _scatter_cols(const real* sp, const index_t* ip, Py_ssize_t E, Py_ssize_t F,
@@ -400,7 +402,7 @@ def scatter_add_rows(const real[:, ::1] src, const index_t[::1] idx, real[:, ::1
             _mark_seen()
             _scatter_serial(sp, ip, E, F, op, N)
         elif strategy == S_ROWS:
-            _scatter_rows(sp, ip, E, F, op, N, T)
+            _scatter_rows(sp, ip, E, F, op, N, T, True)
         elif strategy == S_COLS:
             _scatter_cols(sp, ip, E, F, op, N, T)
         else:
@@ -458,8 +460,6 @@ def scatter_accumulate_rows(const real[:, ::1] src, const index_t[::1] idx, real
     cdef Py_ssize_t E = idx.shape[0]
     cdef Py_ssize_t F = src.shape[1]
     cdef Py_ssize_t N = out.shape[0]
-    cdef Py_ssize_t bounds[257]
-    cdef Py_ssize_t t
     cdef int T
     if src.shape[0] != E or out.shape[1] != F:
         raise ValueError("scatter_accumulate_rows: shapes do not match")
@@ -481,11 +481,7 @@ def scatter_accumulate_rows(const real[:, ::1] src, const index_t[::1] idx, real
             _mark_seen()
             _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], 0, N, zero)
         else:
-            _row_bounds(&idx[0], E, N, T, bounds)
-            for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                _mark_seen()
-                _scatter_row_range(&src[0, 0], &idx[0], E, F, &out[0, 0], bounds[t],
-                                   bounds[t + 1], zero)
+            _scatter_rows(&src[0, 0], &idx[0], E, F, &out[0, 0], N, T, zero)
 
 
 # ------------------------------------------------------------ block concatenation

@@ -266,17 +266,17 @@ class GroupedOps(Family):
         gw = self._host_empty(w.shape, w.dtype, zero=True) if need_weight else None
         scratch = self._host_empty((max(r1 - r0 for _, r0, r1 in chunks), M), x.dtype)
         part = self._host_empty(w.shape[1:], w.dtype) if need_weight else None
-        seen: set[int] = set()
-        for t, r0, r1 in chunks:
+        for i, (t, r0, r1) in enumerate(chunks):
             gh = scratch[:r1 - r0]
             gather_rows(g, dplan._idx[r0:r1], gh, T)
             if gx is not None:
                 self._mm(gh, w[t].T, gx[r0:r1], T)
             if gw is not None and part is not None:
-                if t in seen:       # a type's later chunks: partials added in order
+                # a type's chunks are consecutive: its first writes gw[t], the
+                # later ones' partials are added in order
+                if i > 0 and chunks[i - 1][0] == t:
                     self._mm(a[r0:r1].T, gh, part, T)
                     np.add(gw[t], part, out=gw[t])
                 else:
                     self._mm(a[r0:r1].T, gh, gw[t], T)
-                    seen.add(t)
         return gx, gw
