@@ -329,3 +329,11 @@ def adam_step(
     num_threads: int,
     max_exp_avg_sq: _Real | None = None,
 ) -> None: ...
+
+# ------------------------------------------------------------------ _loss.pxi
+def cross_entropy_rows(
+    x: _Real, target: _I64, loss: _Real, stats: _Real, num_threads: int
+) -> None: ...
+def cross_entropy_rows_backward(
+    x: _Real, stats: _Real, target: _I64, scale: _Real, out: _Real, num_threads: int
+) -> None: ...

@@ -32,6 +32,7 @@ helpers: tests/test_layers.py checks it), so their order does not matter:
 - ``_fused.pxi``    fused elementwise kernels (the Fusion backend)
 - ``_negative.pxi`` negative sampling of non-edges (rtx.utils.negative_sampling)
 - ``_optim.pxi``    fused optimiser updates (rtx.optim.SparseAdam, Adam, AdamW)
+- ``_loss.pxi``     cross-entropy from logits per row (forward and backward)
 """
 
 from cython.parallel cimport prange
@@ -57,3 +58,4 @@ include "_dlpack.pxi"
 include "_fused.pxi"
 include "_negative.pxi"
 include "_optim.pxi"
+include "_loss.pxi"

@@ -62,6 +62,7 @@ TRGCN = "tests/nn/test_conv_rgcn.py"
 TSMS = "tests/kernels/test_segment_matmul_sum.py"
 TTG = "tests/kernels/test_team_gemm.py"
 TMT = "tests/kernels/test_matmul_threads.py"
+TLK = "tests/kernels/test_loss_kernels.py"
 
 
 @dataclass
@@ -628,6 +629,21 @@ MUTANTS = [
            "        for p in rest:\n            np.add(out, p, out=out)",
            "        for p in rest[:1]:\n            np.add(out, p, out=out)",
            [TMT], "an inner split adds only its first two partial products", k="matches"),
+    # issue 22: cross-entropy's row kernels (rtx/_loss.pxi)
+    Mutant("ce-row-max-drops-the-tail", "rtx/_loss.pxi",
+           "        for (; j < C; j++) {                                                        \\\\\n"
+           "            m = x[j] > m ? x[j] : m;",
+           "        for (; j < C - 1; j++) {                                                    \\\\\n"
+           "            m = x[j] > m ? x[j] : m;",
+           [TLK], "the row max skips the row's last column past the lanes", k="values"),
+    Mutant("ce-nan-row-not-reread", "rtx/_loss.pxi",
+           "        if (c != c) {", "        if (0) {",
+           [TLK], "a row with a NaN or an infinity keeps the lanes' max (NaN lost)",
+           k="nan_and_infinity"),
+    Mutant("ce-grad-target-not-subtracted", "rtx/_loss.pxi",
+           "                o[t] = (EXP((x[t] - m) - l) - (T)1) * s;",
+           "                o[t] = EXP((x[t] - m) - l) * s;",
+           [TLK], "the backward forgets the one-hot term", k="values"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

@@ -3,8 +3,9 @@
 Rows are ``[N, C]``; ``target`` is a host int64 array of ``N`` class indices,
 each in ``[0, C)`` (checked again here, on a private copy: ``IndexError``; the
 caller substitutes a valid class for ignored rows and gives them zero ``scale``).
-Defaults are host round-trips through numpy (vectorised ``exp``; a scalar-``exp``
-OpenMP kernel measured 3x slower, see docs/nn.md); a backend may override them.
+Defaults are host round-trips: cross-entropy through rtx's row kernel
+(rtx/_loss.pxi: one read of each row per pass, eight lanes, a vectorised
+``exp`` for float32), NLL through numpy; a backend may override them.
 
 ``cross_entropy_forward(x, target) -> (loss, stats)``: with the row max
 ``m[i]`` and ``l[i] = log sum_j exp(x[i, j] - m[i])`` (the stable log-sum-exp
@@ -29,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .._kernels import cross_entropy_rows, cross_entropy_rows_backward
+from .._threads import get_num_threads
 from ._family import Family
 from ._host import contiguous
 from .index import check_bounds
@@ -46,14 +49,25 @@ def check_rows_target(shape: tuple[int, ...], target: Any, op: str) -> np.ndarra
     return t
 
 
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _flat_index(target: np.ndarray, n: int, c: int) -> np.ndarray:
     """Positions of ``(i, target[i])`` in a C-contiguous ``[n, c]`` array."""
     return np.arange(n, dtype=np.int64) * c + target
 
 
-def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = np.ascontiguousarray(x)
+def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray, empty: Any = np.empty
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """``(loss, stats)`` of the rows of ``x`` (``target``: a private, checked int64
+    copy): rtx's row kernel (rtx/_loss.pxi) for float32 / float64, numpy's passes
+    for any other float dtype.  ``empty(shape, dtype)`` allocates the outputs."""
     n, c = x.shape
+    x = np.ascontiguousarray(x)
+    if x.dtype in _KERNEL_DTYPES:
+        loss, stats = empty((n,), x.dtype), empty((n, 2), x.dtype)
+        cross_entropy_rows(x, target, loss, stats, get_num_threads())
+        return loss, stats
     if n == 0:
         return np.zeros(0, x.dtype), np.zeros((0, 2), x.dtype)
     stats = np.empty((n, 2), x.dtype)
@@ -69,8 +83,20 @@ def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray) -> tuple[np.ndar
 
 
 def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarray,
-                              scale: np.ndarray) -> np.ndarray:
+                              scale: np.ndarray, empty: Any = np.empty) -> np.ndarray:
+    """``(softmax(x) - onehot) * scale[:, None]``: the row kernel for float32 /
+    float64 (``stats`` and ``scale`` cast to ``x``'s dtype), numpy otherwise.
+    ``empty(shape, dtype)`` allocates the gradient (a [N, C] array: the caching
+    allocator's block spares ogbn-mag's 349 classes a fresh buffer's page faults)."""
     n, c = x.shape
+    dt = x.dtype
+    if dt in _KERNEL_DTYPES:
+        g = empty((n, c), dt)
+        cross_entropy_rows_backward(
+            np.ascontiguousarray(x), np.ascontiguousarray(stats, dtype=dt), target,
+            np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=dt), (n,))), g,
+            get_num_threads())
+        return g
     g = np.subtract(x, stats[:, :1])
     g -= stats[:, 1:]
     np.exp(g, out=g)
@@ -196,13 +222,14 @@ class LossOps(Family):
 
     def cross_entropy_forward(self, x: Any, target: np.ndarray) -> tuple[Any, Any]:
         target = check_rows_target(tuple(self.shape(x)), target, "cross_entropy_forward")  # type: ignore[attr-defined]
-        loss, stats = np_cross_entropy_forward(self._h(x), target)
+        loss, stats = np_cross_entropy_forward(self._h(x), target, self._host_empty)
         fn = self.from_numpy  # type: ignore[attr-defined]
         return fn(contiguous(loss)), fn(contiguous(stats))
 
     def cross_entropy_backward(self, x: Any, stats: Any, target: np.ndarray, scale: Any) -> Any:
         target = check_rows_target(tuple(self.shape(x)), target, "cross_entropy_backward")  # type: ignore[attr-defined]
-        return self._host(lambda a, s, c: np_cross_entropy_backward(a, s, target, c),
+        empty = self._host_empty
+        return self._host(lambda a, s, c: np_cross_entropy_backward(a, s, target, c, empty),
                           x, stats, scale)
 
     def nll_forward(self, x: Any, target: np.ndarray) -> Any:

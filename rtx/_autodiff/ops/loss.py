@@ -42,7 +42,6 @@ def _row_scale(ctx, B, g):
 
 class CrossEntropy(Op):
     name = "cross_entropy"
-    saves = (0, 2)
     fresh_grads = True
     saves = (0, 2)  # the logits and the row weights (checked for in-place writes)
 
