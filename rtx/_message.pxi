@@ -13,6 +13,231 @@
 # bits never depend on the thread count or on whether the grouping was cached.
 
 
+# float32's row loops in C, twice: once for baseline x86-64 (SSE2) and once
+# compiled for AVX2 (eight float lanes), picked at run time by the CPU
+# (``rtx_msg_avx2``: an explicit test, not an ifunc, so ASan builds keep it).
+# The same operations in the same order per output value -- the adds and
+# multiplies of _axpy_row / _add_row (no FMA: the AVX2 copy is not built for
+# it), and _dot_heads' eight lane sums added ((0+1)+(2+3))+((4+5)+(6+7)) -- so
+# both copies give the Cython loops' bits (float64 keeps those loops).
+cdef extern from *:
+    """
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) \\
+        && RTX_HAVE_DOT_HEADS
+    #include <immintrin.h>
+    #define RTX_MSG_HAVE_AVX2 1
+    #define RTX_MSG_AVX2_FN __attribute__((target("avx2")))
+    static int rtx_msg_avx2(void) {
+        static int ok = -1;
+        if (ok < 0) {
+            __builtin_cpu_init();
+            ok = __builtin_cpu_supports("avx2") ? 1 : 0;
+        }
+        return ok;
+    }
+    /* rtx_dot_heads_f32's values with one 8-lane register per head: lane l of
+       head h sums a[j] * b[j] for j = l, l + 8, ...; four heads' lanes are
+       added pairwise by shuffles (the same tree) */
+    RTX_MSG_AVX2_FN
+    static inline __m256 rtx__dot8_avx2(const float* a, const float* b, Py_ssize_t c) {
+        __m256 acc = _mm256_setzero_ps();
+        for (Py_ssize_t j = 0; j < c; j += 8)
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + j),
+                                                   _mm256_loadu_ps(b + j)));
+        return acc;
+    }
+    RTX_MSG_AVX2_FN
+    static inline void rtx_dot_heads_avx2(const float* a, const float* b, Py_ssize_t nh,
+                                          Py_ssize_t c, float* out) {
+        for (Py_ssize_t h = 0; h < nh; h += 4) {
+            __m256 q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = h + k < nh ? rtx__dot8_avx2(a + (h + k) * c, b + (h + k) * c, c)
+                                  : _mm256_setzero_ps();
+            /* (q0_01, q0_23, q1_01, q1_23 | q0_45, q0_67, q1_45, q1_67), then 2, 3 */
+            __m256 s01 = _mm256_add_ps(_mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+            __m256 s23 = _mm256_add_ps(_mm256_shuffle_ps(q[2], q[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm256_shuffle_ps(q[2], q[3], _MM_SHUFFLE(3, 1, 3, 1)));
+            /* (q0_0123, q1_0123, q2_0123, q3_0123 | the same of 4567) */
+            __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                                     _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+            __m128 r = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+            if (h + 4 <= nh) {
+                _mm_storeu_ps(out + h, r);
+            } else {
+                float tmp[4];
+                _mm_storeu_ps(tmp, r);
+                for (int k = 0; h + k < nh; k++) out[h + k] = tmp[k];
+            }
+        }
+    }
+    #else
+    #define RTX_MSG_HAVE_AVX2 0
+    #define RTX_MSG_AVX2_FN
+    static int rtx_msg_avx2(void) { return 0; }
+    #endif
+
+    /* _message_rows for float32 (see there) */
+    #define RTX_MSG_FWD_ROWS(NAME, IT, ATTR)                                          \\
+    ATTR static void NAME(const float* xp, const IT* other, const float* wp,          \\
+                          int weighted, const int64_t* perm, const int64_t* ptr,       \\
+                          Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,        \\
+                          Py_ssize_t r1, Py_ssize_t A) {                               \\
+        const Py_ssize_t F = H * C;                                                   \\
+        const int64_t kend = ptr[r1];                                                 \\
+        for (Py_ssize_t r = r0; r < r1; r++) {                                        \\
+            float* row = op + r * F;                                                  \\
+            memset(row, 0, (size_t)F * sizeof(float));                                \\
+            for (int64_t k = ptr[r]; k < ptr[r + 1]; k++) {                           \\
+                if (k + 2 * A < kend) {                                               \\
+                    int64_t e2 = perm[k + 2 * A];                                     \\
+                    rtx_prefetch(other + e2);                                         \\
+                    if (weighted) rtx_prefetch(wp + e2 * H);                          \\
+                }                                                                     \\
+                if (k + A < kend)                                                     \\
+                    rtx_prefetch_row(xp + (Py_ssize_t)other[perm[k + A]] * F,         \\
+                                     (size_t)F * sizeof(float));                      \\
+                int64_t e = perm[k];                                                  \\
+                const float* xs = xp + (Py_ssize_t)other[e] * F;                      \\
+                if (!weighted) {                                                      \\
+                    for (Py_ssize_t j = 0; j < F; j++) row[j] += xs[j];               \\
+                } else {                                                              \\
+                    for (Py_ssize_t h = 0; h < H; h++) {                              \\
+                        const float a = wp[e * H + h];                                \\
+                        float* d = row + h * C;                                       \\
+                        const float* sx = xs + h * C;                                 \\
+                        for (Py_ssize_t j = 0; j < C; j++) d[j] += a * sx[j];         \\
+                    }                                                                 \\
+                }                                                                     \\
+            }                                                                         \\
+        }                                                                             \\
+    }
+
+    /* _message_bwd_rows for float32 (see there); DOT: four heads' dots at once */
+    #define RTX_MSG_BWD_ROWS(NAME, IT, ATTR, DOT)                                     \\
+    ATTR static void NAME(const float* gp, const float* xp, const IT* dst,            \\
+                          const float* wp, int weighted, int need_w,                   \\
+                          const int64_t* perm, const int64_t* ptr, Py_ssize_t H,       \\
+                          Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,         \\
+                          Py_ssize_t r1, Py_ssize_t A) {                               \\
+        const Py_ssize_t F = H * C;                                                   \\
+        const int64_t kend = ptr[r1];                                                 \\
+        for (Py_ssize_t s = r0; s < r1; s++) {                                        \\
+            float* row = gxp + s * F;                                                 \\
+            const float* xs = xp + s * F;                                             \\
+            memset(row, 0, (size_t)F * sizeof(float));                                \\
+            for (int64_t k = ptr[s]; k < ptr[s + 1]; k++) {                           \\
+                if (k + 2 * A < kend) {                                               \\
+                    int64_t e2 = perm[k + 2 * A];                                     \\
+                    rtx_prefetch(dst + e2);                                           \\
+                    if (weighted) {                                                   \\
+                        rtx_prefetch(wp + e2 * H);                                    \\
+                        if (need_w) rtx_prefetch_w(gwp + e2 * H);                     \\
+                    }                                                                 \\
+                }                                                                     \\
+                if (k + A < kend)                                                     \\
+                    rtx_prefetch_row(gp + (Py_ssize_t)dst[perm[k + A]] * F,           \\
+                                     (size_t)F * sizeof(float));                      \\
+                int64_t e = perm[k];                                                  \\
+                const float* grow = gp + (Py_ssize_t)dst[e] * F;                      \\
+                if (!weighted) {                                                      \\
+                    for (Py_ssize_t j = 0; j < F; j++) row[j] += grow[j];             \\
+                    continue;                                                         \\
+                }                                                                     \\
+                for (Py_ssize_t h = 0; h < H; h++) {                                  \\
+                    const float a = wp[e * H + h];                                    \\
+                    float* d = row + h * C;                                           \\
+                    const float* sg = grow + h * C;                                   \\
+                    for (Py_ssize_t j = 0; j < C; j++) d[j] += a * sg[j];             \\
+                }                                                                     \\
+                if (need_w)                                                           \\
+                    DOT(grow, xs, H, C, gwp + e * H);                                 \\
+            }                                                                         \\
+        }                                                                             \\
+    }
+
+    RTX_MSG_FWD_ROWS(rtx_msg_fwd_rows_i32, int32_t, )
+    RTX_MSG_FWD_ROWS(rtx_msg_fwd_rows_i64, int64_t, )
+    RTX_MSG_BWD_ROWS(rtx_msg_bwd_rows_i32, int32_t, , rtx_dot_heads_f32)
+    RTX_MSG_BWD_ROWS(rtx_msg_bwd_rows_i64, int64_t, , rtx_dot_heads_f32)
+    #if RTX_MSG_HAVE_AVX2
+    RTX_MSG_FWD_ROWS(rtx_msg_fwd_rows_i32_avx2, int32_t, RTX_MSG_AVX2_FN)
+    RTX_MSG_FWD_ROWS(rtx_msg_fwd_rows_i64_avx2, int64_t, RTX_MSG_AVX2_FN)
+    RTX_MSG_BWD_ROWS(rtx_msg_bwd_rows_i32_avx2, int32_t, RTX_MSG_AVX2_FN, rtx_dot_heads_avx2)
+    RTX_MSG_BWD_ROWS(rtx_msg_bwd_rows_i64_avx2, int64_t, RTX_MSG_AVX2_FN, rtx_dot_heads_avx2)
+    #else
+    #define rtx_msg_fwd_rows_i32_avx2 rtx_msg_fwd_rows_i32
+    #define rtx_msg_fwd_rows_i64_avx2 rtx_msg_fwd_rows_i64
+    #define rtx_msg_bwd_rows_i32_avx2 rtx_msg_bwd_rows_i32
+    #define rtx_msg_bwd_rows_i64_avx2 rtx_msg_bwd_rows_i64
+    #endif
+    /* C % 8 == 0 (the dots' lanes); else the Cython loops run */
+    static inline int rtx_msg_c_rows(Py_ssize_t C) { return RTX_HAVE_DOT_HEADS && C % 8 == 0; }
+    """
+    int rtx_msg_avx2() noexcept nogil
+    int RTX_MSG_HAVE_AVX2
+    int rtx_msg_c_rows(Py_ssize_t C) noexcept nogil
+    void rtx_msg_fwd_rows_i32(const float* xp, const int32_t* other, const float* wp,
+                              int weighted, const int64_t* perm, const int64_t* ptr,
+                              Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
+                              Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    void rtx_msg_fwd_rows_i64(const float* xp, const int64_t* other, const float* wp,
+                              int weighted, const int64_t* perm, const int64_t* ptr,
+                              Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
+                              Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    void rtx_msg_fwd_rows_i32_avx2(const float* xp, const int32_t* other, const float* wp,
+                                   int weighted, const int64_t* perm, const int64_t* ptr,
+                                   Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
+                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    void rtx_msg_fwd_rows_i64_avx2(const float* xp, const int64_t* other, const float* wp,
+                                   int weighted, const int64_t* perm, const int64_t* ptr,
+                                   Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
+                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    void rtx_msg_bwd_rows_i32(const float* gp, const float* xp, const int32_t* dst,
+                              const float* wp, int weighted, int need_w, const int64_t* perm,
+                              const int64_t* ptr, Py_ssize_t H, Py_ssize_t C, float* gxp,
+                              float* gwp, Py_ssize_t r0, Py_ssize_t r1,
+                              Py_ssize_t A) noexcept nogil
+    void rtx_msg_bwd_rows_i64(const float* gp, const float* xp, const int64_t* dst,
+                              const float* wp, int weighted, int need_w, const int64_t* perm,
+                              const int64_t* ptr, Py_ssize_t H, Py_ssize_t C, float* gxp,
+                              float* gwp, Py_ssize_t r0, Py_ssize_t r1,
+                              Py_ssize_t A) noexcept nogil
+    void rtx_msg_bwd_rows_i32_avx2(const float* gp, const float* xp, const int32_t* dst,
+                                   const float* wp, int weighted, int need_w,
+                                   const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
+                                   Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,
+                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    void rtx_msg_bwd_rows_i64_avx2(const float* gp, const float* xp, const int64_t* dst,
+                                   const float* wp, int weighted, int need_w,
+                                   const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
+                                   Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,
+                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+
+
+cdef bint _msg_use_avx2 = True
+
+
+def message_avx2(enable=None):
+    #: enable: bool | None
+    #: -> bool
+    """Whether float32 message passing may run its AVX2 row loops (on a CPU that
+    has AVX2: ``message_avx2_available()``); ``enable`` sets it and the previous
+    setting is returned.  The SSE2 loops give the same bits (tests)."""
+    global _msg_use_avx2
+    old = _msg_use_avx2
+    if enable is not None:
+        _msg_use_avx2 = bool(enable)
+    return old
+
+
+def message_avx2_available():
+    #: -> bool
+    """Whether this build has the AVX2 row loops and this CPU runs them."""
+    return bool(RTX_MSG_HAVE_AVX2 and rtx_msg_avx2())
+
+
 cdef void _message_rows(const real* xp, const index_t* other, const real* wp, bint weighted,
                         const int64_t* perm, const int64_t* ptr, Py_ssize_t H, Py_ssize_t C,
                         real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
@@ -63,6 +288,8 @@ ctypedef struct MessageJob:
     void* out           # forward: out; backward: grad_x
     void* out2          # backward: grad_weight (or NULL)
     bint dbl
+    bint c_rows         # float32 with C % 8 == 0: the C row loops
+    bint avx2           # ... their AVX2 copy
 
 
 cdef void _message_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
@@ -74,6 +301,25 @@ cdef void _message_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept
         else:
             _message_rows(<const double*>j.a, <const int32_t*>j.idx, <const double*>j.w,
                           j.weighted, j.perm, j.ptr, j.H, j.C, <double*>j.out, r0, r1)
+    elif j.c_rows:
+        if j.idx64:
+            if j.avx2:
+                rtx_msg_fwd_rows_i64_avx2(<const float*>j.a, <const int64_t*>j.idx,
+                                          <const float*>j.w, j.weighted, j.perm, j.ptr, j.H,
+                                          j.C, <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
+            else:
+                rtx_msg_fwd_rows_i64(<const float*>j.a, <const int64_t*>j.idx,
+                                     <const float*>j.w, j.weighted, j.perm, j.ptr, j.H, j.C,
+                                     <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
+        else:
+            if j.avx2:
+                rtx_msg_fwd_rows_i32_avx2(<const float*>j.a, <const int32_t*>j.idx,
+                                          <const float*>j.w, j.weighted, j.perm, j.ptr, j.H,
+                                          j.C, <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
+            else:
+                rtx_msg_fwd_rows_i32(<const float*>j.a, <const int32_t*>j.idx,
+                                     <const float*>j.w, j.weighted, j.perm, j.ptr, j.H, j.C,
+                                     <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
     else:
         if j.idx64:
             _message_rows(<const float*>j.a, <const int64_t*>j.idx, <const float*>j.w,
@@ -128,6 +374,8 @@ def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::
     job.out = &out[0, 0]
     job.out2 = NULL
     job.dbl = real is double
+    job.c_rows = real is float and rtx_msg_c_rows(job.C)
+    job.avx2 = job.c_rows and _msg_use_avx2 and rtx_msg_avx2()
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
     with nogil:
         rc = _csr_parallel(_message_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
@@ -247,6 +495,29 @@ cdef void _message_bwd_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noex
             _message_bwd_rows(<const double*>j.a, <const double*>j.b, <const int32_t*>j.idx,
                               <const double*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
                               j.C, <double*>j.out, <double*>j.out2, r0, r1)
+    elif j.c_rows:
+        if j.idx64:
+            if j.avx2:
+                rtx_msg_bwd_rows_i64_avx2(<const float*>j.a, <const float*>j.b,
+                                          <const int64_t*>j.idx, <const float*>j.w, j.weighted,
+                                          j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
+                                          <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
+            else:
+                rtx_msg_bwd_rows_i64(<const float*>j.a, <const float*>j.b,
+                                     <const int64_t*>j.idx, <const float*>j.w, j.weighted,
+                                     j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
+                                     <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
+        else:
+            if j.avx2:
+                rtx_msg_bwd_rows_i32_avx2(<const float*>j.a, <const float*>j.b,
+                                          <const int32_t*>j.idx, <const float*>j.w, j.weighted,
+                                          j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
+                                          <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
+            else:
+                rtx_msg_bwd_rows_i32(<const float*>j.a, <const float*>j.b,
+                                     <const int32_t*>j.idx, <const float*>j.w, j.weighted,
+                                     j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
+                                     <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
     else:
         if j.idx64:
             _message_bwd_rows(<const float*>j.a, <const float*>j.b, <const int64_t*>j.idx,
@@ -314,6 +585,8 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
     job.out = &grad_x[0, 0]
     job.out2 = gwp
     job.dbl = real is double
+    job.c_rows = real is float and rtx_msg_c_rows(job.C)
+    job.avx2 = job.c_rows and _msg_use_avx2 and rtx_msg_avx2()
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
     with nogil:
         rc = _csr_parallel(_message_bwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)

@@ -63,6 +63,7 @@ TSMS = "tests/kernels/test_segment_matmul_sum.py"
 TTG = "tests/kernels/test_team_gemm.py"
 TMT = "tests/kernels/test_matmul_threads.py"
 TLK = "tests/kernels/test_loss_kernels.py"
+TMK = "tests/kernels/test_message_kernels.py"
 
 
 @dataclass
@@ -631,10 +632,7 @@ MUTANTS = [
            [TMT], "an inner split adds only its first two partial products", k="matches"),
     # issue 22: cross-entropy's row kernels (rtx/_loss.pxi)
     Mutant("ce-row-max-drops-the-tail", "rtx/_loss.pxi",
-           "        for (; j < C; j++) {                                                        \\\\\n"
-           "            m = x[j] > m ? x[j] : m;",
-           "        for (; j < C - 1; j++) {                                                    \\\\\n"
-           "            m = x[j] > m ? x[j] : m;",
+           "for (; j < C; j++) {", "for (; j < C - 1; j++) {",
            [TLK], "the row max skips the row's last column past the lanes", k="values"),
     Mutant("ce-nan-row-not-reread", "rtx/_loss.pxi",
            "        if (c != c) {", "        if (0) {",
@@ -644,6 +642,20 @@ MUTANTS = [
            "                o[t] = (EXP((x[t] - m) - l) - (T)1) * s;",
            "                o[t] = EXP((x[t] - m) - l) * s;",
            [TLK], "the backward forgets the one-hot term", k="values"),
+    # issue 22: float32 message passing's C row loops, SSE2 and AVX2 (rtx/_message.pxi)
+    Mutant("msg-avx2-dot-wrong-pairs", "rtx/_message.pxi",
+           "_mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1))",
+           "_mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0))",
+           [TMK], "the AVX2 dots add a head's even lanes twice (skipped without AVX2)",
+           k="avx2"),
+    Mutant("msg-rows-unweighted-short", "rtx/_message.pxi",
+           "                    for (Py_ssize_t j = 0; j < F; j++) row[j] += xs[j];",
+           "                    for (Py_ssize_t j = 0; j < F - 1; j++) row[j] += xs[j];",
+           [TMK], "the C forward's unweighted rows drop their last column", k="in_order"),
+    Mutant("msg-bwd-dot-reads-g-twice", "rtx/_message.pxi",
+           "                    DOT(grow, xs, H, C, gwp + e * H);",
+           "                    DOT(grow, grow, H, C, gwp + e * H);",
+           [TMK], "the C backward's weight gradient dots g with itself", k="bitwise"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

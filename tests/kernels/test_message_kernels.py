@@ -67,9 +67,23 @@ def test_sddmm_dot_bitwise(dtype, H, C, zeros):
         np.testing.assert_array_equal(bits(out), bits(_expected(x, g, src, dst, H, C)))
 
 
+# float32 rows whose head width is a multiple of 8 run C row loops (rtx/_message.pxi),
+# in an SSE2 copy and, on a CPU with AVX2, an AVX2 copy; both must give the bits of
+# one in-order sum per output row (np.add.at: each product and each add rounded to
+# float32, edges in increasing position, as the stable grouping visits them)
+SIMD = [False, True] if _kernels.message_avx2_available() else [False]
+
+
+@pytest.fixture(params=SIMD, ids=lambda v: "avx2" if v else "sse2")
+def simd(request):
+    old = _kernels.message_avx2(request.param)
+    yield request.param
+    _kernels.message_avx2(old)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 5), (8, 24)])
-def test_message_backward_weight_grad_bitwise(dtype, H, C):
+def test_message_backward_weight_grad_bitwise(simd, dtype, H, C):
     """The fused backward's grad_weight has _dot's order's bits (sddmm_dot's);
     its grad_x matches numpy's scatter of w * g[dst] to the sources."""
     rng = np.random.default_rng(7 + H + C)
@@ -88,3 +102,57 @@ def test_message_backward_weight_grad_bitwise(dtype, H, C):
               w[:, :, None] * g[dst].reshape(E, H, C))
     np.testing.assert_allclose(gx, ref_gx, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def _grouping(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(idx, kind="stable").astype(np.int64)
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(idx, minlength=n))]).astype(np.int64)
+    return order, ptr
+
+
+@pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 24), (2, 5)])
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+def test_message_rows_bitwise_in_order_sums(simd, H, C, weighted, idx_dtype):
+    rng = np.random.default_rng(H * 10 + C)
+    N, E, F = 60, 900, H * C
+    x = rng.standard_normal((N, F)).astype(np.float32)
+    g = rng.standard_normal((N, F)).astype(np.float32)
+    src = rng.integers(0, N, E).astype(idx_dtype)
+    dst = rng.integers(0, N, E).astype(idx_dtype)
+    w = rng.standard_normal((E, H)).astype(np.float32)
+    msg = (w[:, :, None] * x[src].reshape(E, H, C) if weighted
+           else x[src].reshape(E, H, C)).reshape(E, F)
+    want = np.zeros((N, F), np.float32)
+    np.add.at(want, dst, msg)
+    order, ptr = _grouping(dst, N)
+    for T in (1, 2):
+        out = np.full((N, F), np.nan, np.float32)
+        _kernels.message_csr(x, src, w, weighted, order, ptr, out, H, T)
+        np.testing.assert_array_equal(bits(out), bits(want))
+    # the backward over the source grouping: grad_x in order, grad_weight _dot's bits
+    back = (w[:, :, None] * g[dst].reshape(E, H, C) if weighted
+            else g[dst].reshape(E, H, C)).reshape(E, F)
+    want_gx = np.zeros((N, F), np.float32)
+    np.add.at(want_gx, src, back)
+    order, ptr = _grouping(src, N)
+    for T in (1, 2):
+        gx = np.full((N, F), np.nan, np.float32)
+        gw = np.full((E, H), np.nan, np.float32)
+        _kernels.message_backward_csr(g, x, dst, w, weighted, True, order, ptr, gx, gw, H, T)
+        np.testing.assert_array_equal(bits(gx), bits(want_gx))
+        if weighted:
+            np.testing.assert_array_equal(bits(gw), bits(_expected(x, g, src, dst, H, C)))
+        else:
+            assert np.isnan(gw).all()       # unweighted: no weight, nothing written
+
+
+def test_message_avx2_switch_round_trips():
+    old = _kernels.message_avx2()
+    try:
+        assert _kernels.message_avx2(False) == old
+        assert _kernels.message_avx2() is False
+        assert _kernels.message_avx2(True) is False
+        assert _kernels.message_avx2() is True
+    finally:
+        _kernels.message_avx2(old)
