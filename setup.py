@@ -121,6 +121,11 @@ class BuildExt(build_ext):
                 if not debug_info:
                     # Python's own CFLAGS carry -g: 3.4 MB of the 4.8 MB extension.
                     ext.extra_compile_args.append("-g0")
+                # No a * b + c fused into one FMA (GNU C's default contracts where
+                # the target has FMA: the kernels' AVX-512 copies, RTX_AVX2_CLONES):
+                # every copy of a kernel rounds each product, so the bits never
+                # depend on the CPU (rtx/_vmath.pxi).
+                ext.extra_compile_args.append("-ffp-contract=off")
             if not kernels:
                 continue
             ext.extra_compile_args += cflags

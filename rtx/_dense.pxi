@@ -18,10 +18,10 @@ cdef enum:
 cdef extern from *:
     """
     /* out[j] = sum over rows i < N, in order from +0, of a[i * F + j], for the
-       columns j in [c0, c1): a vector loop over j per row (AVX2 copy: the same
-       adds, the same bits) */
+       columns j in [c0, c1): a vector loop over j per row (SIMD copies: the
+       same adds, the same bits) */
     #define RTX_SUM_COLS(NAME, T)                                                   \
-    RTX_AVX2_CLONES                                                                 \
+    RTX_SIMD_CLONES                                                                 \
     static void NAME(const T* a, Py_ssize_t N, Py_ssize_t F, Py_ssize_t c0,         \
                      Py_ssize_t c1, T* out) {                                       \
         T* restrict o = out + c0;                                                   \

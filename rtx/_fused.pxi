@@ -223,8 +223,8 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
                 d[i] = erf(a[i])
     elif op == FX_SIGMOID:
         # the CPU backend's stable form: exp(-|x|) never overflows (float: the
-        # vectorised rtx_expf in _vmath.pxi's loop, in its AVX2 copy where the CPU
-        # has AVX2; double: libm)
+        # vectorised rtx_expf in _vmath.pxi's loop, in its AVX2 / AVX-512F copy
+        # where the CPU has one; double: libm)
         if real is float:
             rtx_sigmoid_block_f32(d, a, n)
             return
@@ -243,15 +243,15 @@ cdef void _fx_unary(int op, real* d, const real* a, real k, Py_ssize_t n) noexce
             x = a[i]
             keep = (x > 0) | (x != x)
             d[i] = _sel(keep, x, 0)
-    elif op == FX_LEAKY_RELU:     # _vmath.pxi's loop (an AVX2 copy)
+    elif op == FX_LEAKY_RELU:     # _vmath.pxi's loop (SIMD copies)
         if real is float:
             rtx_leaky_f32(d, a, k, n)
         else:
             rtx_leaky_f64(d, a, k, n)
     elif op == FX_ELU:
         # x > 0: x; else alpha * expm1(x) (x <= 0 or NaN there; float: the
-        # vectorised expm1f in _vmath.pxi, in its AVX2 copy where the CPU has
-        # AVX2; double: libm)
+        # vectorised expm1f in _vmath.pxi, in its AVX2 / AVX-512F copy where the
+        # CPU has one; double: libm)
         if real is float:
             rtx_elu_block_f32(d, a, k, n)
             return
@@ -267,7 +267,7 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
     cdef Py_ssize_t i
     cdef real x, y
     cdef bint keep
-    if FX_ADD <= op <= FX_DIV:     # _vmath.pxi's loops (an AVX2 copy; numpy's bits)
+    if FX_ADD <= op <= FX_DIV:     # _vmath.pxi's loops (SIMD copies; numpy's bits)
         if real is float:
             rtx_arith_f32(op - FX_ADD + RTX_ARITH_ADD, d, a, b, n)
         else:
@@ -292,7 +292,7 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
             y = b[i]
             keep = (x < y) | (x != x)
             d[i] = _sel(keep, x, y)
-    elif FX_EQ <= op <= FX_GE:     # 1 or 0 (_vmath.pxi's loops, an AVX2 copy)
+    elif FX_EQ <= op <= FX_GE:     # 1 or 0 (_vmath.pxi's loops, SIMD copies)
         if real is float:
             rtx_cmp_f32(op - FX_EQ + RTX_CMP_EQ, d, a, b, n)
         else:
@@ -301,7 +301,7 @@ cdef void _fx_binary(int op, real* d, const real* a, const real* b,
 
 cdef void _fx_where(real* d, const real* c, const real* a, const real* b,
                     Py_ssize_t n) noexcept nogil:
-    # _vmath.pxi's bitwise select (an AVX2 copy)
+    # _vmath.pxi's bitwise select (SIMD copies)
     if real is float:
         rtx_where_f32(d, c, a, b, n)
     else:

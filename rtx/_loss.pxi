@@ -28,7 +28,7 @@ cdef extern from *:
     typedef double rtx_ce_v4d __attribute__((vector_size(32)));
     typedef int64_t rtx_ce_v4i __attribute__((vector_size(32)));
     /* one 32-byte vector of lanes (GCC's vector extensions: two SSE registers on
-       baseline x86-64, one AVX2 register in the RTX_AVX2_CLONES copy) */
+       baseline x86-64, one register in the RTX_SIMD_CLONES copies) */
     #define RTX_CE_LOAD(V, p) ({ V v_; memcpy(&v_, (p), sizeof(V)); v_; })
     #else
     #error "rtx/_loss.pxi needs GCC's or clang's vector extensions"
@@ -65,7 +65,7 @@ cdef extern from *:
        vectorises), the sum in lanes (then lane by lane, then the tail), in
        double from the lanes on; l = log(sum); 0, or -1 without memory */
     #define RTX_CE_FORWARD(NAME, EXPBLOCK, T, V, VI, W, INF)                        \\
-    RTX_AVX2_CLONES                                                               \\
+    RTX_SIMD_CLONES                                                               \\
     static int NAME(const T* xs, const int64_t* tg, Py_ssize_t C, T* loss,          \\
                     T* stats, Py_ssize_t r0, Py_ssize_t r1) {                        \\
         T* buf = (T*)malloc((size_t)C * sizeof(T));                                 \\
@@ -96,7 +96,7 @@ cdef extern from *:
     }
 
     #define RTX_CE_BACKWARD(NAME, EXP, T)                                           \\
-    RTX_AVX2_CLONES                                                               \\
+    RTX_SIMD_CLONES                                                               \\
     static void NAME(const T* xs, const T* stats, const int64_t* tg,                \\
                      const T* scale, Py_ssize_t C, T* out, Py_ssize_t r0,           \\
                      Py_ssize_t r1) {                                               \\

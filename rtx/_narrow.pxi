@@ -16,8 +16,8 @@
 # stay in L1 while every tile passes over them; the next block's rows are
 # prefetched) and columns of x in tiles of one 32-byte vector (8 floats or 4
 # doubles: GCC's vector extensions, two SSE registers on baseline x86-64, one
-# AVX2 register in the copy GCC builds next to it, picked at load time:
-# _vmath.pxi's RTX_AVX2_CLONES; no FMA in either, so the same bits).  The
+# register in the AVX2 and AVX-512F copies GCC builds next to it, picked at load
+# time: _vmath.pxi's RTX_SIMD_CLONES; no FMA in any, so the same bits).  The
 # accumulators of a tile live in registers across a block's rows and in a
 # private buffer between blocks; the last columns that fill no tile run one
 # value at a time (the same operations per entry).
@@ -64,7 +64,7 @@ cdef extern from *:
         }
 
     #define RTX_NARROW_PIECE(NAME, T, V)                                            \\
-    RTX_AVX2_CLONES                                                               \\
+    RTX_SIMD_CLONES                                                               \\
     static void NAME(const T* x, Py_ssize_t ldx, const T* g, Py_ssize_t ldg,        \\
                      Py_ssize_t i_lo, Py_ssize_t i_hi, Py_ssize_t F, int n,         \\
                      T* accbuf, T* out) {                                           \\

@@ -18,7 +18,7 @@ cdef enum:
     SEG_PREFETCH = 32
 
 cdef inline void _exp_block(real* x, Py_ssize_t n) noexcept nogil:
-    """x = _exp(x) over a block (float32: rtx_expf_block, its AVX2 copy where the CPU has it)."""
+    """x = _exp(x) over a block (float32: rtx_expf_block, its SIMD copy for the CPU)."""
     cdef Py_ssize_t i
     if real is float:
         rtx_expf_block(x, n)

@@ -144,6 +144,16 @@ KERNELS.update({
     "rtx.segment_softmax": lambda: rtx.segment_softmax(_XT, _PLAN, E),
     "rtx.message_passing": lambda: rtx.message_passing(_XT, _EI, E),
 })
+# cross-entropy's row kernels (4M logits: a few ms per call)
+_CE_T = (_IDX % F).astype(np.int64)
+_CE_STATS = np.empty((E, 2), np.float32)
+_kernels.cross_entropy_rows(_X, _CE_T, np.empty(E, np.float32), _CE_STATS, 1)
+KERNELS.update({
+    "cross_entropy_rows": lambda: _kernels.cross_entropy_rows(
+        _X, _CE_T, np.empty(E, np.float32), np.empty((E, 2), np.float32), 1),
+    "cross_entropy_rows_backward": lambda: _kernels.cross_entropy_rows_backward(
+        _X, _CE_STATS, _CE_T, np.ones(E, np.float32), np.empty_like(_X), 1),
+})
 if hasattr(_kernels, "parallel_thread_ids"):
     KERNELS["parallel_thread_ids"] = lambda: _kernels.parallel_thread_ids(20_000_000, 1)
 
@@ -328,3 +338,16 @@ def test_multiprocessing_fork_workers_run_kernels():
     """)
     p = run_child(code)
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stdout, p.stderr)
+
+
+def test_the_build_never_fuses_a_multiply_and_an_add():
+    """Every SIMD copy of a kernel (SSE2, AVX2, AVX-512F: RTX_SIMD_CLONES) rounds
+    each product: the build passes -ffp-contract=off (setup.py), or the AVX-512F
+    copies would use FMA and give other bits on other CPUs."""
+    import sys
+
+    from rtx import _kernels as K
+    flags = K.build_cflags()
+    if sys.platform == "win32" or "-fopenmp" not in flags and "-O" not in flags:
+        pytest.skip("not a GCC / clang build")
+    assert "-ffp-contract=off" in flags.split()
