@@ -10,9 +10,9 @@ __all__ = [
     'relu', 'leaky_relu', 'elu', 'gelu', 'sigmoid', 'tanh', 'softmax', 'log_softmax', 'add',
     'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'neg', 'exp', 'erf', 'log', 'sqrt',
     'abs', 'sign', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'gatv2_scores', 'head_dot',
-    'segment_matmul', 'segment_matmul_sum', 'index_select', 'index_add', 'segment_sum',
-    'message_passing', 'sum', 'mean', 'segment_softmax', 'segment_mean', 'segment_max',
-    'segment_min',
+    'gat_scores', 'segment_matmul', 'segment_matmul_sum', 'index_select', 'index_add',
+    'segment_sum', 'message_passing', 'sum', 'mean', 'segment_softmax', 'segment_mean',
+    'segment_max', 'segment_min',
 ]
 
 NN_FUNCTIONAL: dict[str, Any]
@@ -129,6 +129,13 @@ def gatv2_scores(
     xe: Any = None,
 ) -> Tensor: ...
 def head_dot(input: Any, att: Any) -> Tensor: ...
+def gat_scores(
+    src_logits: Any,
+    dst_logits: Any,
+    src_index: Any,
+    dst_index: Any,
+    negative_slope: float,
+) -> Tensor: ...
 def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def segment_matmul_sum(input: Any, index: Any, weight: Any, dst: Any, num_rows: int) -> Tensor: ...
 def index_select(x: Any, indices: Any) -> Tensor: ...

@@ -216,6 +216,10 @@ def head_dot_backward(
     grad: _Real, x: _Real, att: _Real, grad_x: _Real, need_x: bool, att_part: _F64, need_att: bool,
     num_threads: int,
 ) -> None: ...
+def gat_scores_rows(
+    a_src: _Real, a_dst: _Real, src: _Index, dst: _Index, negative_slope: float, out: _Real,
+    num_threads: int,
+) -> None: ...
 
 # --------------------------------------------------------------- _grouped.pxi
 def set_grouped_parallel_min(nbytes: int) -> int: ...

@@ -226,6 +226,34 @@ def _head_dot_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
     ]
 
 
+# gat_scores: leaky_relu(a_src[src] + a_dst[dst]) -> [E, H]
+_GS_S, _GS_D = _GRNG.uniform(-1, 1, (3, 2)), _GRNG.uniform(-1, 1, (2, 2))
+
+
+def _gat_scores_ref(a_src: np.ndarray, a_dst: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                    slope: float) -> np.ndarray:
+    z = a_src[src] + a_dst[dst]
+    return np.where(z > 0, z, z * a_src.dtype.type(slope)).astype(a_src.dtype)
+
+
+def _gat_scores_samples(rng: np.random.Generator, dtype: Any) -> list[Sample]:
+    def u(*shape: int) -> np.ndarray:   # sums away from 0: leaky_relu' is defined
+        v = rng.uniform(0.2, 1.0, shape) * rng.choice([-1.0, 1.0], shape)
+        return v.astype(dtype)
+    big = np.array([[3.0, -3.0], [-3.0, 3.0]], dtype)    # |a_dst| > |a_src|: no sum near 0
+    src, dst = np.array([0, 2, 1, 2, 0, 1]), np.array([1, 0, 1, 1, 0, 0])
+    return [
+        Sample((u(3, 2), big, Idx(src, 3), Idx(dst, 2), 0.2)),
+        Sample((u(3, 2), big, Idx(src, 3), Idx(dst, 2), -0.5)),      # the sum kept
+        Sample((u(4, 1) * 0.2, u(3, 1) * 4, Idx(np.array([3, 0, 3], np.int32), 4),
+                Idx(np.array([2, 2, 0]), 3), 0.0)),                  # mixed index dtypes
+        Sample((u(3, 2), big, Idx(np.zeros(0, np.int64), 3), Idx(np.zeros(0, np.int64), 2),
+                0.2)),
+        Sample((u(50, 3), u(40, 3), Idx(rng.integers(0, 50, 20000), 50),
+                Idx(rng.integers(0, 40, 20000), 40), 0.2), grad=False),   # chunks, threads
+    ]
+
+
 def _segment_matmul_ref(x: np.ndarray, index: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("nk,nkm->nm", x, w[index]).astype(x.dtype).reshape(x.shape[0], w.shape[2])
 
@@ -929,6 +957,23 @@ OPS: list[OpInfo] = [
                        0.2), IndexError))),
     OpInfo("gatv2_scores_backward", "gatv2", differentiable=False,
            backend_call=_gatv2_backward),
+    OpInfo("gat_scores", "gatv2",
+           backend_call=lambda B, f: B.gat_scores(f(_GS_S), f(_GS_D), P3, rtx.IndexPlan(
+               np.array([1, 0, 1]), 2), 0.2),
+           kind="sampled", call=rtx.gat_scores, ref=_gat_scores_ref,
+           samples=_gat_scores_samples,
+           errors=(_E("ndim", lambda t: rtx.gat_scores(t.reshape(-1), t, [0], [0], 0.2),
+                      ValueError, r"\[N_src, H\]"),
+                   _E("int", lambda t: rtx.gat_scores(t.long(), t, [0], [0], 0.2),
+                      TypeError, "float"),
+                   _E("len", lambda t: rtx.gat_scores(t.reshape(-1, 1), t.reshape(-1, 1),
+                                                      [0, 1], [0], 0.2),
+                      ValueError, "one length"),
+                   _E("bounds", lambda t: rtx.gat_scores(t.reshape(-1, 1), t.reshape(-1, 1),
+                                                         [0], [99], 0.2), IndexError),
+                   _E("slope", lambda t: rtx.gat_scores(t.reshape(-1, 1), t.reshape(-1, 1),
+                                                        [0], [0], float("nan")),
+                      ValueError, "finite"))),
     OpInfo("head_dot", "gatv2",
            backend_call=lambda B, f: B.head_dot(f(_HD_X), f(_HD_A)),
            kind="sampled", call=rtx.head_dot, ref=_head_dot_ref, samples=_head_dot_samples,

@@ -64,6 +64,7 @@ TTG = "tests/kernels/test_team_gemm.py"
 TMT = "tests/kernels/test_matmul_threads.py"
 TLK = "tests/kernels/test_loss_kernels.py"
 TMK = "tests/kernels/test_message_kernels.py"
+TGS = "tests/graph/test_gat_scores.py"
 
 
 @dataclass
@@ -656,6 +657,15 @@ MUTANTS = [
            "                    DOT(grow, xs, H, C, gwp + e * H);",
            "                    DOT(grow, grow, H, C, gwp + e * H);",
            [TMK], "the C backward's weight gradient dots g with itself", k="bitwise"),
+    # issue 22: GAT's fused edge scores (rtx/_gatv2.pxi, rtx/_autodiff/ops/gatv2.py)
+    Mutant("gat-scores-one-head", "rtx/_gatv2.pxi",
+           "        z = s[h] + d[h]\n", "        z = s[h] + d[0]\n",
+           [TGS], "every head adds the target's first logit", k="composed"),
+    Mutant("gat-scores-negative-slope-from-output", "rtx/_autodiff/ops/gatv2.py",
+           "        if slope >= 0:\n            # leaky_relu's rule reads",
+           "        if True:\n            # leaky_relu's rule reads",
+           [TGS], "a negative slope's backward reads the output's sign, not the sum's",
+           k="composed"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

@@ -22,6 +22,11 @@ grouping (``grad_xl``), each recomputing the sum edge by edge.
 ``head_dot(x, att)``: ``out[n, h] = sum_c x[n, h, c] * att[h, c]``, GAT's
 attention logits per node and head from its transformed features (one pass over
 ``x``, no ``[N, H, C]`` product), and its backward pass.
+
+``gat_scores(a_src, a_dst, src_index, dst_index, negative_slope)``: GAT's edge
+scores ``leaky_relu(a_src[src] + a_dst[dst])`` from those logits in one pass over
+the edges (``rtx/_gatv2.pxi``'s ``gat_scores_rows``: the composed ops' bits);
+its backward is the composed ops' (``rtx/_autodiff/ops/gatv2.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .._kernels import (
+    gat_scores_rows,
     gatv2_att_chunks,
     gatv2_bwd_dst,
     gatv2_bwd_src,
@@ -42,7 +48,7 @@ from .._kernels import (
 from .._threads import get_num_threads
 from ._family import Family, host_body
 from ._host import rows2d
-from .index_plan import EdgeIndex
+from .index_plan import EdgeIndex, IndexPlan
 from .message import edge_plan
 
 _NONE: dict[str, np.ndarray] = {
@@ -73,7 +79,8 @@ def _head_dot_shapes(x: np.ndarray, att: np.ndarray, op: str) -> None:
 
 class Gatv2Ops(Family):
     """The fused GATv2 score op and its backward pass, over a checked ``EdgeIndex``,
-    and GAT's per-head attention dot (``head_dot``)."""
+    GAT's per-head attention dot (``head_dot``) and GAT's edge scores
+    (``gat_scores``)."""
 
     FAMILY = "gatv2"  # its ops: the public methods below (``_family.py``)
 
@@ -165,3 +172,32 @@ class Gatv2Ops(Family):
                 if need_att else None)
         return gx, gatt
 
+    @host_body("a_src", "a_dst")
+    def gat_scores(self, a_src: np.ndarray, a_dst: np.ndarray, src_index: IndexPlan,
+                   dst_index: IndexPlan, negative_slope: float) -> Any:
+        """``leaky_relu(a_src[src_index] + a_dst[dst_index], negative_slope)``:
+        ``a_src`` ``[N_src, H]``, ``a_dst`` ``[N_dst, H]`` of one float dtype, the
+        indices checked plans over their rows, of one length ``E``; ``[E, H]``."""
+        if (a_src.ndim != 2 or a_dst.ndim != 2 or a_src.shape[1] != a_dst.shape[1]
+                or a_src.dtype != a_dst.dtype):
+            raise ValueError(f"gat_scores(): a_src [N_src, H] and a_dst [N_dst, H] of one dtype "
+                             f"do not match: {a_src.shape} {a_src.dtype}, {a_dst.shape} "
+                             f"{a_dst.dtype}")
+        for what, plan, rows in (("src_index", src_index, a_src.shape[0]),
+                                 ("dst_index", dst_index, a_dst.shape[0])):
+            if type(plan) is not IndexPlan:
+                raise TypeError(f"gat_scores(): {what} must be a checked rtx.IndexPlan, got "
+                                f"{type(plan).__name__} (rtx.gat_scores makes one)")
+            if plan.num_rows != rows:
+                raise ValueError(f"gat_scores(): {what} was checked against {plan.num_rows} "
+                                 f"rows, but its logits have {rows}")
+        src, dst = src_index._idx, dst_index._idx   # the plans' private arrays
+        if len(src) != len(dst):
+            raise ValueError(f"gat_scores(): src_index and dst_index must have one length, got "
+                             f"{len(src)} and {len(dst)}")
+        if src.dtype != dst.dtype:       # one index type per kernel call
+            src, dst = src.astype(np.int64), dst.astype(np.int64)
+        out = self._host_empty((len(src), a_src.shape[1]), a_src.dtype)
+        gat_scores_rows(np.ascontiguousarray(a_src), np.ascontiguousarray(a_dst), src, dst,
+                        float(negative_slope), out, get_num_threads())
+        return out

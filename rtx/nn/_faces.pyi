@@ -5,9 +5,10 @@ from typing import Any
 from ..tensor import Tensor
 
 __all__ = [
-    'elu', 'gatv2_scores', 'gelu', 'head_dot', 'leaky_relu', 'log_softmax', 'message_passing',
-    'relu', 'segment_matmul', 'segment_matmul_sum', 'segment_max', 'segment_mean',
-    'segment_min', 'segment_softmax', 'segment_sum', 'sigmoid', 'softmax', 'tanh',
+    'elu', 'gat_scores', 'gatv2_scores', 'gelu', 'head_dot', 'leaky_relu', 'log_softmax',
+    'message_passing', 'relu', 'segment_matmul', 'segment_matmul_sum', 'segment_max',
+    'segment_mean', 'segment_min', 'segment_softmax', 'segment_sum', 'sigmoid', 'softmax',
+    'tanh',
 ]
 
 
@@ -28,6 +29,13 @@ def gatv2_scores(
     xe: Any = None,
 ) -> Tensor: ...
 def head_dot(input: Any, att: Any) -> Tensor: ...
+def gat_scores(
+    src_logits: Any,
+    dst_logits: Any,
+    src_index: Any,
+    dst_index: Any,
+    negative_slope: float,
+) -> Tensor: ...
 def segment_matmul(input: Any, index: Any, weight: Any) -> Tensor: ...
 def segment_matmul_sum(input: Any, index: Any, weight: Any, dst: Any, num_rows: int) -> Tensor: ...
 def segment_sum(src: Any, index: Any, num_segments: int) -> Tensor: ...

@@ -98,7 +98,7 @@ def test_graph_ops_have_one_body_bound_as_is_on_the_cpu_backend():
     second copy in rtx/backend/cpu/); a backend over other primitives runs it
     through the host round-trip."""
     ops = [n for f in GRAPH_FAMILIES for n in Backend.FAMILIES[f] if n != "index_accumulate"]
-    assert len(ops) == 20  # 2 index, 8 segment, 2 message, 4 gatv2 (head_dot too), 4 grouped
+    assert len(ops) == 21  # index 2, segment 8, message 2, gatv2 5 (gat_scores too), grouped 4
     for n in ops:
         body = host_body_of(getattr(Backend, n))
         assert body is not None, n

@@ -1,6 +1,6 @@
 """Fused GATv2 score rule: ``score[e, h] = sum_c att[h, c] * leaky_relu(xl[src[e], h, c]
-+ xr[dst[e], h, c] [+ xe[e, h, c]])``, and GAT's per-head attention dot ``head_dot``
-(backend family ``rtx/backend/gatv2.py``).
++ xr[dst[e], h, c] [+ xe[e, h, c]])``, GAT's per-head attention dot ``head_dot`` and
+GAT's edge scores ``gat_scores`` (backend family ``rtx/backend/gatv2.py``).
 
 ``edge_index`` reaching the rule is always an ``EdgeIndex`` (checked once by
 the face); the backward recomputes the per-edge sums from the saved inputs, so
@@ -112,3 +112,63 @@ class HeadDot(Op):
     def backward(ctx, B, g):
         nx, natt = ctx.needs_input_grad
         return B.head_dot_backward(g, ctx.x, ctx.att, need=(bool(nx), bool(natt)))
+
+
+class GatScores(Op):
+    """GAT's edge scores from its per-node attention logits, fused: ``[E, H]`` with
+
+    ``score[e, h] = leaky_relu(src_logits[src_index[e], h] + dst_logits[dst_index[e], h])``
+
+    ``src_logits``: ``[N_src, H]``, ``dst_logits``: ``[N_dst, H]`` (one dtype);
+    ``src_index`` / ``dst_index``: one index per edge into their rows.  One pass
+    over the edges where ``leaky_relu(index_select(src_logits, src_index) +
+    index_select(dst_logits, dst_index))`` takes four, with the same bits; the
+    backward is that composition's (the leaky ReLU's rule, then ``index_add`` per
+    side), from the output when ``negative_slope >= 0`` (it has the sum's sign);
+    a negative slope keeps the sum (its forward: the sum, then ``leaky_relu``).
+    """
+
+    signature = ("src_logits: Data, dst_logits: Tensor, src_index: Index(rows=src_logits), "
+                 "dst_index: Index(rows=dst_logits), negative_slope: float")
+    faces = ("function", "nn")
+    name = "gat_scores"
+    saves = (-1,)
+    fresh_grads = True
+
+    @staticmethod
+    def check(src_logits, dst_logits, src_index, dst_index, negative_slope):
+        op = "gat_scores"
+        if dst_logits.dtype != src_logits.dtype:
+            raise TypeError(f"{op}(): dst_logits dtype {dst_logits.dtype} != src_logits dtype "
+                            f"{src_logits.dtype}")
+        if src_logits.ndim != 2 or dst_logits.ndim != 2 \
+                or dst_logits.shape[1] != src_logits.shape[1]:
+            raise ValueError(f"{op}(): src_logits [N_src, H] and dst_logits [N_dst, H] do not "
+                             f"match: {src_logits.shape}, {dst_logits.shape}")
+        if len(src_index) != len(dst_index):
+            raise ValueError(f"{op}(): src_index and dst_index must have one length (one "
+                             f"entry per edge), got {len(src_index)} and {len(dst_index)}")
+        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
+            raise TypeError(f"{op}(): negative_slope must be a number, got {negative_slope!r}")
+        if not math.isfinite(float(negative_slope)):
+            raise ValueError(f"{op}(): negative_slope must be finite, got {negative_slope!r}")
+
+    @staticmethod
+    def forward(ctx, B, a_src, a_dst, src_index, dst_index, negative_slope):
+        slope = float(negative_slope)
+        if slope >= 0:
+            # leaky_relu's rule reads its input's sign: here the output's
+            out = z = B.gat_scores(a_src, a_dst, src_index, dst_index, slope)
+        else:               # the sum (slope 1: x * 1 == x), private to the rule
+            z = B.gat_scores(a_src, a_dst, src_index, dst_index, 1.0)
+            out = B.leaky_relu(z, slope)
+        ctx.z, ctx.src, ctx.dst, ctx.slope = z, src_index, dst_index, slope
+        ctx.n_src, ctx.n_dst = B.shape(a_src)[0], B.shape(a_dst)[0]
+        return out
+
+    @staticmethod
+    def backward(ctx, B, g):
+        n_src, n_dst = ctx.needs_input_grad[:2]
+        dz = B.leaky_relu_backward(ctx.z, g, ctx.slope)
+        return (B.index_add(dz, ctx.src, ctx.n_src) if n_src else None,
+                B.index_add(dz, ctx.dst, ctx.n_dst) if n_dst else None, None, None)

@@ -20,6 +20,7 @@ from ...backend.index_plan import EdgeIndex, SelfLoops, as_edge_index, typed_edg
 from ...creation import full, tensor
 from ...functional import (
     concat,
+    gat_scores,
     head_dot,
     index_add,
     index_select,
@@ -207,16 +208,23 @@ class GATConv(Module):
                 ) -> Tensor | tuple[Tensor, tuple[np.ndarray, Tensor]]:
         """``forward`` after ``_project``: the edges' scores, the softmax, the
         messages, residual and bias."""
-        e = index_select(p.a_src, p.mp.src)
-        if p.a_dst is not None:
-            e = e + index_select(p.a_dst, p.used.dst)
         ei, used, loops = p.ei, p.used, p.used.self_loop_info
-        if edge_attr is not None and self.lin_edge is not None:
-            e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
-        elif edge_attr is None and self.lin_edge is not None and used.num_edges:
+        edge_logits = edge_attr is not None and self.lin_edge is not None
+        if edge_attr is None and self.lin_edge is not None and used.num_edges:
             raise ValueError("GATConv: this layer has edge_dim set; pass edge_attr")
-        return attention_output(self, leaky_relu(e, self.negative_slope), p.hs3, p.mp, used,
-                                p.x_dst, return_attention_weights)
+        if p.a_dst is not None and not edge_logits and p.a_dst.dtype == p.a_src.dtype:
+            # leaky_relu(a_src[src] + a_dst[dst]) in one pass (the same bits; mixed
+            # dtypes take the composed ops, whose add promotes)
+            scores = gat_scores(p.a_src, p.a_dst, p.mp.src, used.dst, self.negative_slope)
+        else:
+            e = index_select(p.a_src, p.mp.src)
+            if p.a_dst is not None:
+                e = e + index_select(p.a_dst, used.dst)
+            if edge_logits:
+                e = e + self._edge_logits(edge_attr, ei.num_edges, loops)
+            scores = leaky_relu(e, self.negative_slope)
+        return attention_output(self, scores, p.hs3, p.mp, used, p.x_dst,
+                                return_attention_weights)
 
     def _project(self, x: Tensor | tuple[Tensor, Tensor | None], edge_index: Any,
                  size: tuple[int, int] | None, target_logits: bool = True,
@@ -476,8 +484,11 @@ def gat_grouped(convs: list[GATConv], inputs: list[Any], edges: list[Any],
             a_dst = (x_dst @ _joint_att_weight(convs, x_dst.shape[1]).T).reshape(n_dst * R, H)
     else:
         a_dst = stack([cast(Tensor, p.a_dst) for p in ps], 1).reshape(n_dst * R, H)
-    e = index_select(a_src, typed.edges.src) + index_select(a_dst, typed.segments)
-    e = leaky_relu(e, c0.negative_slope)
+    if a_dst.dtype == a_src.dtype:   # leaky_relu(a_src[src] + a_dst[segment]), one pass
+        e = gat_scores(a_src, a_dst, typed.edges.src, typed.segments, c0.negative_slope)
+    else:
+        e = leaky_relu(index_select(a_src, typed.edges.src) + index_select(a_dst, typed.segments),
+                       c0.negative_slope)
     alpha = segment_softmax(e, typed.segments, R * n_dst)
     if c0.dropout > 0.0 and c0.training:
         alpha = F.dropout(alpha, p=c0.dropout, training=True)
