@@ -8,16 +8,18 @@
 # numpy took 2 ms for the forward of [18000, 8] (a HetGAT epoch's loss) and
 # 106 ms for [100000, 349] (ogbn-mag's classes): a reduction along rows of a few
 # elements runs numpy's slow strided loop, and exp, sum and log are passes of
-# their own.  Here each row is read once per pass, in eight lanes: lane k takes
-# columns k, k + 8, ... (the row max, then the sum of exps in double), the lanes
-# combined pairwise at the end, so the bits depend on C alone, never on the
-# thread count.  float32's exp is _vmath.pxi's rtx_expf (branch-free: the lanes
-# vectorise; within 1.4 ulp, 0 below -87.34 where expf returns subnormals: a
-# term of that size cannot move a sum that holds exp(0) = 1); float64's is
-# libm's.  A NaN anywhere in a row makes its max NaN, and so its loss (as
-# numpy's max does); an infinite max gives inf - inf = NaN, as numpy.  Each row
-# is one thread's.  A target outside [0, C) (the caller checks them on a
-# private copy first) reads nothing and gives a NaN loss.
+# their own.  Here, per row: the max in the lanes of one 32-byte vector (8
+# floats or 4 doubles; lane k takes columns k, k + W, ...), the lanes then the
+# tail column by column; x - m into a row scratch and exp over it in place (a
+# plain loop the compiler vectorises); the sum in lanes, the lanes and the tail
+# added in double.  The order depends on C alone, never on the thread count.
+# float32's exp is _vmath.pxi's rtx_expf (branch-free; within 1.4 ulp, 0 below
+# -87.34 where expf returns subnormals: a term that small cannot move a sum that
+# holds exp(0) = 1); float64's is libm's.  A row with a NaN gets a NaN max, and so
+# a NaN loss (numpy's max); an infinite max gives inf - inf = NaN, as numpy: such
+# rows (a lane sum of v - v is NaN) are read again one value at a time for
+# numpy's max.  Each row is one thread's.  A target outside [0, C) (the caller
+# checks them on a private copy first) reads nothing and gives a NaN loss.
 
 cdef extern from *:
     """

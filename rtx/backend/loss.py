@@ -3,8 +3,8 @@
 Rows are ``[N, C]``; ``target`` is a host int64 array of ``N`` class indices,
 each in ``[0, C)`` (checked again here, on a private copy: ``IndexError``; the
 caller substitutes a valid class for ignored rows and gives them zero ``scale``).
-Defaults are host round-trips: cross-entropy through rtx's row kernel
-(rtx/_loss.pxi: one read of each row per pass, eight lanes, a vectorised
+Defaults are host round-trips: cross-entropy through rtx's row kernels
+(rtx/_loss.pxi: each row read once per pass, in vector lanes, a vectorised
 ``exp`` for float32), NLL through numpy; a backend may override them.
 
 ``cross_entropy_forward(x, target) -> (loss, stats)``: with the row max
@@ -49,59 +49,31 @@ def check_rows_target(shape: tuple[int, ...], target: Any, op: str) -> np.ndarra
     return t
 
 
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _flat_index(target: np.ndarray, n: int, c: int) -> np.ndarray:
-    """Positions of ``(i, target[i])`` in a C-contiguous ``[n, c]`` array."""
-    return np.arange(n, dtype=np.int64) * c + target
-
-
 def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray, empty: Any = np.empty
                              ) -> tuple[np.ndarray, np.ndarray]:
-    """``(loss, stats)`` of the rows of ``x`` (``target``: a private, checked int64
-    copy): rtx's row kernel (rtx/_loss.pxi) for float32 / float64, numpy's passes
-    for any other float dtype.  ``empty(shape, dtype)`` allocates the outputs."""
-    n, c = x.shape
+    """``(loss, stats)`` of the float32 / float64 rows of ``x`` by rtx's row kernel
+    (rtx/_loss.pxi); ``target``: a private, checked int64 copy (one class per row).
+    ``empty(shape, dtype)`` allocates the outputs."""
+    n = x.shape[0]
     x = np.ascontiguousarray(x)
-    if x.dtype in _KERNEL_DTYPES:
-        loss, stats = empty((n,), x.dtype), empty((n, 2), x.dtype)
-        cross_entropy_rows(x, target, loss, stats, get_num_threads())
-        return loss, stats
-    if n == 0:
-        return np.zeros(0, x.dtype), np.zeros((0, 2), x.dtype)
-    stats = np.empty((n, 2), x.dtype)
-    m = stats[:, 0]
-    np.max(x, axis=1, out=m)
-    z = np.subtract(x, m[:, None])
-    # (x_t - m), read before the exp: l - (x_t - m) keeps l's digits next to a large m
-    picked = z.reshape(-1)[_flat_index(target, n, c)]
-    np.exp(z, out=z)
-    logs = stats[:, 1]
-    np.log(np.sum(z, axis=1), out=logs)
-    return np.subtract(logs, picked), stats
+    loss, stats = empty((n,), x.dtype), empty((n, 2), x.dtype)
+    cross_entropy_rows(x, target, loss, stats, get_num_threads())
+    return loss, stats
 
 
 def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarray,
                               scale: np.ndarray, empty: Any = np.empty) -> np.ndarray:
-    """``(softmax(x) - onehot) * scale[:, None]``: the row kernel for float32 /
-    float64 (``stats`` and ``scale`` cast to ``x``'s dtype), numpy otherwise.
-    ``empty(shape, dtype)`` allocates the gradient (a [N, C] array: the caching
-    allocator's block spares ogbn-mag's 349 classes a fresh buffer's page faults)."""
+    """``(softmax(x) - onehot) * scale[:, None]`` by the row kernel (``stats`` and
+    ``scale`` cast to ``x``'s dtype).  ``empty(shape, dtype)`` allocates the
+    gradient (a [N, C] array: the caching allocator's block spares ogbn-mag's 349
+    classes a fresh buffer's page faults)."""
     n, c = x.shape
     dt = x.dtype
-    if dt in _KERNEL_DTYPES:
-        g = empty((n, c), dt)
-        cross_entropy_rows_backward(
-            np.ascontiguousarray(x), np.ascontiguousarray(stats, dtype=dt), target,
-            np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=dt), (n,))), g,
-            get_num_threads())
-        return g
-    g = np.subtract(x, stats[:, :1])
-    g -= stats[:, 1:]
-    np.exp(g, out=g)
-    g.reshape(-1)[_flat_index(target, n, c)] -= 1
-    g *= np.asarray(scale, dtype=g.dtype)[:, None]
+    g = empty((n, c), dt)
+    cross_entropy_rows_backward(
+        np.ascontiguousarray(x), np.ascontiguousarray(stats, dtype=dt), target,
+        np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=dt), (n,))), g,
+        get_num_threads())
     return g
 
 
