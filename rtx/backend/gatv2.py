@@ -196,7 +196,7 @@ class Gatv2Ops(Family):
             raise ValueError(f"gat_scores(): src_index and dst_index must have one length, got "
                              f"{len(src)} and {len(dst)}")
         if src.dtype != dst.dtype:       # one index type per kernel call
-            src, dst = src.astype(np.int64), dst.astype(np.int64)
+            src, dst = src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False)
         out = self._host_empty((len(src), a_src.shape[1]), a_src.dtype)
         gat_scores_rows(np.ascontiguousarray(a_src), np.ascontiguousarray(a_dst), src, dst,
                         float(negative_slope), out, get_num_threads())
