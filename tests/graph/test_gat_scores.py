@@ -64,6 +64,7 @@ def test_the_kernel_runs_on_both_threads(force_parallel):
                                                              out, 2))
 
 
+@pytest.mark.valgrind
 def test_kernel_shape_checks_write_nothing():
     a_src, a_dst, src, dst = _inputs(np.float32, E=10)
     out = np.full((10, 4), 7, np.float32)
@@ -78,6 +79,7 @@ def test_kernel_shape_checks_write_nothing():
     assert (out == 7).all()
 
 
+@pytest.mark.valgrind
 def test_backend_wants_checked_plans_of_the_logits_rows():
     B = rtx.CpuBackend()
     a = np.zeros((3, 2), np.float32)
@@ -91,6 +93,7 @@ def test_backend_wants_checked_plans_of_the_logits_rows():
     np.testing.assert_array_equal(B.gat_scores(a + 1, a[:2] - 2, p3, p2, 0.5), -0.5)
 
 
+@pytest.mark.valgrind
 def test_gatconv_uses_it_and_keeps_its_output():
     rng = np.random.default_rng(3)
     x = rtx.tensor(rng.standard_normal((30, 8)).astype(np.float32))

@@ -38,6 +38,7 @@ def _run(x, t, scale, threads):
     return loss, stats, g
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("c", [1, 3, 7, 8, 9, 16, 31, 349])
 def test_values_match_numpys_formulas(dt, c):
@@ -70,6 +71,7 @@ def test_bits_do_not_depend_on_the_thread_count(dt):
             assert a.tobytes() == b.tobytes()
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("dt", DTYPES)
 def test_nan_and_infinity_follow_numpy(dt):
     x = np.array([[0.0, np.nan, 1.0, 2.0],          # a NaN: NaN loss, NaN max
@@ -103,6 +105,7 @@ def test_property_float64(n, c, seed, spread):
     assert (loss >= -1e-12).all()
 
 
+@pytest.mark.valgrind
 def test_a_target_outside_the_row_reads_nothing():
     # the backend checks targets on a private copy first; the kernel still never
     # reads outside a row: such a row's loss is NaN, its gradient has no -1
@@ -113,6 +116,7 @@ def test_a_target_outside_the_row_reads_nothing():
     np.testing.assert_allclose(g[1:], 0.25)
 
 
+@pytest.mark.valgrind
 def test_bad_arguments_raise_before_writing():
     x = np.zeros((3, 4), np.float32)
     loss, stats = np.full(3, 7, np.float32), np.full((3, 2), 7, np.float32)

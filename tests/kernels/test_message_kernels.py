@@ -110,6 +110,7 @@ def _grouping(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return order, ptr
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 24), (2, 5)])
 @pytest.mark.parametrize("weighted", [True, False])
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
