@@ -80,10 +80,11 @@ cdef extern from *:
 
     /* _message_rows for float32 (see there) */
     #define RTX_MSG_FWD_ROWS(NAME, IT, ATTR)                                          \\
-    ATTR static void NAME(const float* xp, const IT* other, const float* wp,          \\
+    ATTR static void NAME(const float* xp, const void* other_v, const float* wp,      \\
                           int weighted, const int64_t* perm, const int64_t* ptr,       \\
                           Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,        \\
                           Py_ssize_t r1, Py_ssize_t A) {                               \\
+        const IT* other = (const IT*)other_v;                                         \\
         const Py_ssize_t F = H * C;                                                   \\
         const int64_t kend = ptr[r1];                                                 \\
         for (Py_ssize_t r = r0; r < r1; r++) {                                        \\
@@ -116,11 +117,12 @@ cdef extern from *:
 
     /* _message_bwd_rows for float32 (see there); DOT: four heads' dots at once */
     #define RTX_MSG_BWD_ROWS(NAME, IT, ATTR, DOT)                                     \\
-    ATTR static void NAME(const float* gp, const float* xp, const IT* dst,            \\
+    ATTR static void NAME(const float* gp, const float* xp, const void* dst_v,        \\
                           const float* wp, int weighted, int need_w,                   \\
                           const int64_t* perm, const int64_t* ptr, Py_ssize_t H,       \\
                           Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,         \\
                           Py_ssize_t r1, Py_ssize_t A) {                               \\
+        const IT* dst = (const IT*)dst_v;                                             \\
         const Py_ssize_t F = H * C;                                                   \\
         const int64_t kend = ptr[r1];                                                 \\
         for (Py_ssize_t s = r0; s < r1; s++) {                                        \\
@@ -172,48 +174,46 @@ cdef extern from *:
     #define rtx_msg_bwd_rows_i32_avx2 rtx_msg_bwd_rows_i32
     #define rtx_msg_bwd_rows_i64_avx2 rtx_msg_bwd_rows_i64
     #endif
-    /* C % 8 == 0 (the dots' lanes); else the Cython loops run */
-    static inline int rtx_msg_c_rows(Py_ssize_t C) { return RTX_HAVE_DOT_HEADS && C % 8 == 0; }
+    typedef void (*rtx_msg_fwd_fn)(const float*, const void*, const float*, int,
+                                   const int64_t*, const int64_t*, Py_ssize_t, Py_ssize_t,
+                                   float*, Py_ssize_t, Py_ssize_t, Py_ssize_t);
+    typedef void (*rtx_msg_bwd_fn)(const float*, const float*, const void*, const float*,
+                                   int, int, const int64_t*, const int64_t*, Py_ssize_t,
+                                   Py_ssize_t, float*, float*, Py_ssize_t, Py_ssize_t,
+                                   Py_ssize_t);
+    /* The C row loops for float32 rows of C channels per head over int64 (idx64)
+       or int32 indices, their AVX2 copy when avx2 is asked for and the CPU has
+       it; NULL unless C % 8 == 0 (the dots' lanes): the Cython loops run then. */
+    static rtx_msg_fwd_fn rtx_msg_fwd_rows(Py_ssize_t C, int idx64, int avx2) {
+        if (!(RTX_HAVE_DOT_HEADS && C % 8 == 0))
+            return NULL;
+        avx2 = avx2 && rtx_msg_avx2();
+        if (idx64)
+            return avx2 ? rtx_msg_fwd_rows_i64_avx2 : rtx_msg_fwd_rows_i64;
+        return avx2 ? rtx_msg_fwd_rows_i32_avx2 : rtx_msg_fwd_rows_i32;
+    }
+    static rtx_msg_bwd_fn rtx_msg_bwd_rows(Py_ssize_t C, int idx64, int avx2) {
+        if (!(RTX_HAVE_DOT_HEADS && C % 8 == 0))
+            return NULL;
+        avx2 = avx2 && rtx_msg_avx2();
+        if (idx64)
+            return avx2 ? rtx_msg_bwd_rows_i64_avx2 : rtx_msg_bwd_rows_i64;
+        return avx2 ? rtx_msg_bwd_rows_i32_avx2 : rtx_msg_bwd_rows_i32;
+    }
     """
     int rtx_msg_avx2() noexcept nogil
     int RTX_MSG_HAVE_AVX2
-    int rtx_msg_c_rows(Py_ssize_t C) noexcept nogil
-    void rtx_msg_fwd_rows_i32(const float* xp, const int32_t* other, const float* wp,
-                              int weighted, const int64_t* perm, const int64_t* ptr,
-                              Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
-                              Py_ssize_t r1, Py_ssize_t A) noexcept nogil
-    void rtx_msg_fwd_rows_i64(const float* xp, const int64_t* other, const float* wp,
-                              int weighted, const int64_t* perm, const int64_t* ptr,
-                              Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
-                              Py_ssize_t r1, Py_ssize_t A) noexcept nogil
-    void rtx_msg_fwd_rows_i32_avx2(const float* xp, const int32_t* other, const float* wp,
-                                   int weighted, const int64_t* perm, const int64_t* ptr,
-                                   Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
-                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
-    void rtx_msg_fwd_rows_i64_avx2(const float* xp, const int64_t* other, const float* wp,
-                                   int weighted, const int64_t* perm, const int64_t* ptr,
-                                   Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
-                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
-    void rtx_msg_bwd_rows_i32(const float* gp, const float* xp, const int32_t* dst,
-                              const float* wp, int weighted, int need_w, const int64_t* perm,
-                              const int64_t* ptr, Py_ssize_t H, Py_ssize_t C, float* gxp,
-                              float* gwp, Py_ssize_t r0, Py_ssize_t r1,
-                              Py_ssize_t A) noexcept nogil
-    void rtx_msg_bwd_rows_i64(const float* gp, const float* xp, const int64_t* dst,
-                              const float* wp, int weighted, int need_w, const int64_t* perm,
-                              const int64_t* ptr, Py_ssize_t H, Py_ssize_t C, float* gxp,
-                              float* gwp, Py_ssize_t r0, Py_ssize_t r1,
-                              Py_ssize_t A) noexcept nogil
-    void rtx_msg_bwd_rows_i32_avx2(const float* gp, const float* xp, const int32_t* dst,
-                                   const float* wp, int weighted, int need_w,
-                                   const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
-                                   Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,
-                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
-    void rtx_msg_bwd_rows_i64_avx2(const float* gp, const float* xp, const int64_t* dst,
-                                   const float* wp, int weighted, int need_w,
-                                   const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
-                                   Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,
-                                   Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    ctypedef void (*rtx_msg_fwd_fn)(const float* xp, const void* other, const float* wp,
+                                    int weighted, const int64_t* perm, const int64_t* ptr,
+                                    Py_ssize_t H, Py_ssize_t C, float* op, Py_ssize_t r0,
+                                    Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    ctypedef void (*rtx_msg_bwd_fn)(const float* gp, const float* xp, const void* dst,
+                                    const float* wp, int weighted, int need_w,
+                                    const int64_t* perm, const int64_t* ptr, Py_ssize_t H,
+                                    Py_ssize_t C, float* gxp, float* gwp, Py_ssize_t r0,
+                                    Py_ssize_t r1, Py_ssize_t A) noexcept nogil
+    rtx_msg_fwd_fn rtx_msg_fwd_rows(Py_ssize_t C, int idx64, int avx2) noexcept nogil
+    rtx_msg_bwd_fn rtx_msg_bwd_rows(Py_ssize_t C, int idx64, int avx2) noexcept nogil
 
 
 cdef bint _msg_use_avx2 = True
@@ -288,8 +288,8 @@ ctypedef struct MessageJob:
     void* out           # forward: out; backward: grad_x
     void* out2          # backward: grad_weight (or NULL)
     bint dbl
-    bint c_rows         # float32 with C % 8 == 0: the C row loops
-    bint avx2           # ... their AVX2 copy
+    rtx_msg_fwd_fn c_fwd    # forward: the C row loops (rtx_msg_fwd_rows), or NULL
+    rtx_msg_bwd_fn c_bwd    # backward: the same (rtx_msg_bwd_rows), or NULL
 
 
 cdef void _message_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
@@ -301,25 +301,9 @@ cdef void _message_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noexcept
         else:
             _message_rows(<const double*>j.a, <const int32_t*>j.idx, <const double*>j.w,
                           j.weighted, j.perm, j.ptr, j.H, j.C, <double*>j.out, r0, r1)
-    elif j.c_rows:
-        if j.idx64:
-            if j.avx2:
-                rtx_msg_fwd_rows_i64_avx2(<const float*>j.a, <const int64_t*>j.idx,
-                                          <const float*>j.w, j.weighted, j.perm, j.ptr, j.H,
-                                          j.C, <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
-            else:
-                rtx_msg_fwd_rows_i64(<const float*>j.a, <const int64_t*>j.idx,
-                                     <const float*>j.w, j.weighted, j.perm, j.ptr, j.H, j.C,
-                                     <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
-        else:
-            if j.avx2:
-                rtx_msg_fwd_rows_i32_avx2(<const float*>j.a, <const int32_t*>j.idx,
-                                          <const float*>j.w, j.weighted, j.perm, j.ptr, j.H,
-                                          j.C, <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
-            else:
-                rtx_msg_fwd_rows_i32(<const float*>j.a, <const int32_t*>j.idx,
-                                     <const float*>j.w, j.weighted, j.perm, j.ptr, j.H, j.C,
-                                     <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
+    elif j.c_fwd != NULL:
+        j.c_fwd(<const float*>j.a, j.idx, <const float*>j.w, j.weighted, j.perm, j.ptr, j.H,
+                j.C, <float*>j.out, r0, r1, CSR_PREFETCH_AHEAD)
     else:
         if j.idx64:
             _message_rows(<const float*>j.a, <const int64_t*>j.idx, <const float*>j.w,
@@ -374,8 +358,8 @@ def message_csr(const real[:, ::1] x, const index_t[::1] other, const real[:, ::
     job.out = &out[0, 0]
     job.out2 = NULL
     job.dbl = real is double
-    job.c_rows = real is float and rtx_msg_c_rows(job.C)
-    job.avx2 = job.c_rows and _msg_use_avx2 and rtx_msg_avx2()
+    job.c_fwd = rtx_msg_fwd_rows(job.C, job.idx64, _msg_use_avx2) if real is float else NULL
+    job.c_bwd = NULL
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
     with nogil:
         rc = _csr_parallel(_message_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
@@ -495,29 +479,10 @@ cdef void _message_bwd_chunk(const void* job, Py_ssize_t r0, Py_ssize_t r1) noex
             _message_bwd_rows(<const double*>j.a, <const double*>j.b, <const int32_t*>j.idx,
                               <const double*>j.w, j.weighted, j.need_w, j.perm, j.ptr, j.H,
                               j.C, <double*>j.out, <double*>j.out2, r0, r1)
-    elif j.c_rows:
-        if j.idx64:
-            if j.avx2:
-                rtx_msg_bwd_rows_i64_avx2(<const float*>j.a, <const float*>j.b,
-                                          <const int64_t*>j.idx, <const float*>j.w, j.weighted,
-                                          j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
-                                          <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
-            else:
-                rtx_msg_bwd_rows_i64(<const float*>j.a, <const float*>j.b,
-                                     <const int64_t*>j.idx, <const float*>j.w, j.weighted,
-                                     j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
-                                     <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
-        else:
-            if j.avx2:
-                rtx_msg_bwd_rows_i32_avx2(<const float*>j.a, <const float*>j.b,
-                                          <const int32_t*>j.idx, <const float*>j.w, j.weighted,
-                                          j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
-                                          <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
-            else:
-                rtx_msg_bwd_rows_i32(<const float*>j.a, <const float*>j.b,
-                                     <const int32_t*>j.idx, <const float*>j.w, j.weighted,
-                                     j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out,
-                                     <float*>j.out2, r0, r1, CSR_PREFETCH_AHEAD)
+    elif j.c_bwd != NULL:
+        j.c_bwd(<const float*>j.a, <const float*>j.b, j.idx, <const float*>j.w, j.weighted,
+                j.need_w, j.perm, j.ptr, j.H, j.C, <float*>j.out, <float*>j.out2, r0, r1,
+                CSR_PREFETCH_AHEAD)
     else:
         if j.idx64:
             _message_bwd_rows(<const float*>j.a, <const float*>j.b, <const int64_t*>j.idx,
@@ -585,8 +550,8 @@ def message_backward_csr(const real[:, ::1] grad, const real[:, ::1] x, const in
     job.out = &grad_x[0, 0]
     job.out2 = gwp
     job.dbl = real is double
-    job.c_rows = real is float and rtx_msg_c_rows(job.C)
-    job.avx2 = job.c_rows and _msg_use_avx2 and rtx_msg_avx2()
+    job.c_fwd = NULL
+    job.c_bwd = rtx_msg_bwd_rows(job.C, job.idx64, _msg_use_avx2) if real is float else NULL
     T = _segment_threads(num_threads, E, N, F, sizeof(real))
     with nogil:
         rc = _csr_parallel(_message_bwd_chunk, &job, &ptr[0], N, T, CSR_DYNAMIC)
