@@ -14,6 +14,14 @@ import math
 from .base import Op
 
 
+def _check_slope(op: str, negative_slope: object) -> None:
+    """A leaky ReLU slope: a finite int or float (not a bool)."""
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
+        raise TypeError(f"{op}(): negative_slope must be a number, got {negative_slope!r}")
+    if not math.isfinite(float(negative_slope)):
+        raise ValueError(f"{op}(): negative_slope must be finite, got {negative_slope!r}")
+
+
 class Gatv2Scores(Op):
     """GATv2's attention logits, fused: ``[E, H]`` with
 
@@ -50,10 +58,7 @@ class Gatv2Scores(Op):
             raise ValueError(f"{op}(): xr must be [N_dst, {H}, {C}], got shape {xr.shape}")
         if tuple(att.shape) != (H, C):
             raise ValueError(f"{op}(): att must be [{H}, {C}], got shape {att.shape}")
-        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
-            raise TypeError(f"{op}(): negative_slope must be a number, got {negative_slope!r}")
-        if not math.isfinite(float(negative_slope)):
-            raise ValueError(f"{op}(): negative_slope must be finite, got {negative_slope!r}")
+        _check_slope(op, negative_slope)
         if xe is not None and tuple(xe.shape) != (edge_index.num_edges, H, C):
             raise ValueError(f"{op}(): xe must be [{edge_index.num_edges}, {H}, {C}] (one row "
                              f"per edge), got shape {xe.shape}")
@@ -148,10 +153,7 @@ class GatScores(Op):
         if len(src_index) != len(dst_index):
             raise ValueError(f"{op}(): src_index and dst_index must have one length (one "
                              f"entry per edge), got {len(src_index)} and {len(dst_index)}")
-        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
-            raise TypeError(f"{op}(): negative_slope must be a number, got {negative_slope!r}")
-        if not math.isfinite(float(negative_slope)):
-            raise ValueError(f"{op}(): negative_slope must be finite, got {negative_slope!r}")
+        _check_slope(op, negative_slope)
 
     @staticmethod
     def forward(ctx, B, a_src, a_dst, src_index, dst_index, negative_slope):
