@@ -49,11 +49,11 @@ def check_rows_target(shape: tuple[int, ...], target: Any, op: str) -> np.ndarra
     return t
 
 
-def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray, empty: Any = np.empty
+def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray, empty: Any
                              ) -> tuple[np.ndarray, np.ndarray]:
     """``(loss, stats)`` of the float32 / float64 rows of ``x`` by rtx's row kernel
     (rtx/_loss.pxi); ``target``: a private, checked int64 copy (one class per row).
-    ``empty(shape, dtype)`` allocates the outputs."""
+    ``empty(shape, dtype)`` allocates the outputs (the backend's ``_host_empty``)."""
     n = x.shape[0]
     x = np.ascontiguousarray(x)
     loss, stats = empty((n,), x.dtype), empty((n, 2), x.dtype)
@@ -62,7 +62,7 @@ def np_cross_entropy_forward(x: np.ndarray, target: np.ndarray, empty: Any = np.
 
 
 def np_cross_entropy_backward(x: np.ndarray, stats: np.ndarray, target: np.ndarray,
-                              scale: np.ndarray, empty: Any = np.empty) -> np.ndarray:
+                              scale: np.ndarray, empty: Any) -> np.ndarray:
     """``(softmax(x) - onehot) * scale[:, None]`` by the row kernel (``stats`` and
     ``scale`` cast to ``x``'s dtype).  ``empty(shape, dtype)`` allocates the
     gradient (a [N, C] array: the caching allocator's block spares ogbn-mag's 349
