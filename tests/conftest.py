@@ -70,6 +70,18 @@ def _restore_threads():
     rtx.set_num_threads(None)
 
 
+@pytest.fixture
+def force_parallel():
+    """Every segment/message kernel call (and every gather / scatter) takes its
+    parallel path."""
+    from rtx import _kernels
+    old = _kernels.set_segment_parallel_min(0)
+    old_t = _kernels.set_parallel_thresholds(gather=0, scatter=0, scatter_min_row_bytes=0)
+    yield
+    _kernels.set_segment_parallel_min(old)
+    _kernels.set_parallel_thresholds(**old_t)
+
+
 def spy_calls(monkeypatch, module, name: str) -> list:
     """Replace ``module.name`` (a function) by a wrapper that records each call's
     positional arguments before calling it; returns the list of records."""

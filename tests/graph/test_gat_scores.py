@@ -14,13 +14,6 @@ from rtx import _kernels
 from rtx.nn import functional as F
 
 
-@pytest.fixture
-def force_parallel():
-    old = _kernels.set_segment_parallel_min(0)
-    yield
-    _kernels.set_segment_parallel_min(old)
-
-
 def _inputs(dtype, n_src=300, n_dst=200, E=40_000, H=4, seed=0):
     rng = np.random.default_rng(seed)
     a_src = rng.standard_normal((n_src, H)).astype(dtype)

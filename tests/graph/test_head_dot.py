@@ -12,13 +12,6 @@ import rtx
 from rtx import _kernels
 
 
-@pytest.fixture
-def force_parallel():
-    old = _kernels.set_segment_parallel_min(0)
-    yield
-    _kernels.set_segment_parallel_min(old)
-
-
 def _run(x, att, g, T):
     N, H, C = x.shape
     out = np.full((N, H), np.nan, x.dtype)

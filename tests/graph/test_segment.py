@@ -19,16 +19,6 @@ from rtx import _kernels
 INDEX_DTYPES = [np.int32, np.int64]
 
 
-@pytest.fixture
-def force_parallel():
-    """Every segment/message kernel call takes its parallel path."""
-    old = _kernels.set_segment_parallel_min(0)
-    old_t = _kernels.set_parallel_thresholds(gather=0, scatter=0, scatter_min_row_bytes=0)
-    yield
-    _kernels.set_segment_parallel_min(old)
-    _kernels.set_parallel_thresholds(**old_t)
-
-
 def ref_softmax(s: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
     """A loop-per-segment reference (independent of the vectorised one in the backend)."""
     s64 = s.astype(np.float64)
