@@ -533,10 +533,105 @@ def gatv2_bwd_src(const real[:, ::1] grad, const real[:, ::1] xl, const real[:, 
 # ------------------------------------------------------------------ head_dot
 # out[n, h] = sum_c x[n, h, c] * att[h, c]: GAT's per-node attention logits from
 # the transformed features (PyG's ``(x * att).sum(-1)``), one pass over x and no
-# [N, H, C] product.  Rows are cut into chunks of HEAD_DOT_CHUNK_ROWS (from the
-# data size alone); each row is written by one thread, and grad_att's partial
-# sums are one float64 row per chunk, added in chunk order by the caller, so the
-# bits never depend on the thread count.
+# [N, H, C] product.  Each value is _common.pxi's _dot (eight lane sums; float32
+# heads of 8k channels four at a time, _dot_heads), where one running sum per
+# head is a chain of dependent adds.  Rows are cut into chunks of
+# HEAD_DOT_CHUNK_ROWS (from the data size alone); each row is written by one
+# thread, and grad_att's partial sums are one float64 row per chunk, added in
+# chunk order by the caller, so the bits never depend on the thread count.  The
+# backward's row loop is C over non-aliasing rows (``restrict``: vectorised, in
+# _vmath.pxi's SIMD copies).
+cdef extern from *:
+    """
+    /* head_dot_backward's rows [r0, r1) (see _head_dot_bwd_chunk): grad_x (gx not
+       NULL) and the float64 sums of g * x into pp (not NULL), in increasing row
+       order; compiled in _vmath.pxi's SIMD copies (no FMA: the same bits in each) */
+    #if defined(__GNUC__) || defined(__clang__)
+    /* four doubles (GCC / clang vector extension: one AVX2 register, two SSE2) */
+    typedef double rtx_v4d __attribute__((vector_size(32)));
+    typedef float rtx_v4f __attribute__((vector_size(16)));
+    static inline __attribute__((always_inline)) rtx_v4d rtx_hd_ld4_f64(const double* p) {
+        rtx_v4d v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static inline __attribute__((always_inline)) rtx_v4d rtx_hd_ld4_f32(const float* p) {
+        rtx_v4f v;
+        memcpy(&v, p, sizeof v);
+        return __builtin_convertvector(v, rtx_v4d);
+    }
+    /* grad_att's sums when 16 | C: whole rows cut into blocks of 16 columns (one
+       head's), two blocks at a time, their sums in registers down the rows (a sum
+       kept in memory waits for its own store every row) */
+    #define RTX_HD_VEC_BLOCKS(T, SFX)                                                 \\
+        if (C % 16 == 0) {                                                            \\
+            const Py_ssize_t nb = F / 16;                                             \\
+            for (Py_ssize_t b = 0; b < nb; b += 2) {                                  \\
+                const Py_ssize_t b1 = b + 1 < nb ? b + 1 : b;                         \\
+                const Py_ssize_t h0 = b * 16 / C, h1 = b1 * 16 / C;                   \\
+                rtx_v4d a0[4], a1[4];                                                 \\
+                for (int k = 0; k < 4; k++) {                                         \\
+                    a0[k] = rtx_hd_ld4_f64(pp + b * 16 + 4 * k);                      \\
+                    a1[k] = rtx_hd_ld4_f64(pp + b1 * 16 + 4 * k);                     \\
+                }                                                                     \\
+                for (Py_ssize_t r = r0; r < r1; r++) {                                \\
+                    const double g0 = (double)g[r * H + h0];                          \\
+                    const double g1 = (double)g[r * H + h1];                          \\
+                    const T* x0 = x + r * F + b * 16;                                 \\
+                    const T* x1 = x + r * F + b1 * 16;                                \\
+                    for (int k = 0; k < 4; k++) {                                     \\
+                        a0[k] += g0 * rtx_hd_ld4_##SFX(x0 + 4 * k);                   \\
+                        a1[k] += g1 * rtx_hd_ld4_##SFX(x1 + 4 * k);                   \\
+                    }                                                                 \\
+                }                                                                     \\
+                /* (a lone last block ran twice, from the same start: one copy) */  \\
+                for (int k = 0; k < 4; k++) {                                         \\
+                    memcpy(pp + b * 16 + 4 * k, &a0[k], sizeof(rtx_v4d));             \\
+                    memcpy(pp + b1 * 16 + 4 * k, &a1[k], sizeof(rtx_v4d));            \\
+                }                                                                     \\
+            }                                                                         \\
+            return;                                                                   \\
+        }
+    #else
+    #define RTX_HD_VEC_BLOCKS(T, SFX)
+    #endif
+    #define RTX_HD_BWD_ROWS(T, SFX)                                                   \\
+    RTX_SIMD_CLONES                                                                   \\
+    static void rtx_head_dot_bwd_rows_##SFX(const T* __restrict g,                    \\
+            const T* __restrict x, const T* __restrict att, T* __restrict gx,         \\
+            double* __restrict pp, Py_ssize_t H, Py_ssize_t C, Py_ssize_t r0,         \\
+            Py_ssize_t r1) {                                                          \\
+        const Py_ssize_t F = H * C;                                                   \\
+        if (gx) {                                                                     \\
+            for (Py_ssize_t r = r0; r < r1; r++) {                                    \\
+                for (Py_ssize_t h = 0; h < H; h++) {                                  \\
+                    const T gv = g[r * H + h];                                        \\
+                    const T* ah = att + h * C;                                        \\
+                    T* gr = gx + r * F + h * C;                                       \\
+                    for (Py_ssize_t c = 0; c < C; c++) gr[c] = gv * ah[c];            \\
+                }                                                                     \\
+            }                                                                         \\
+        }                                                                             \\
+        if (!pp) return;                                                              \\
+        RTX_HD_VEC_BLOCKS(T, SFX)                                                     \\
+        for (Py_ssize_t r = r0; r < r1; r++) {                                        \\
+            for (Py_ssize_t h = 0; h < H; h++) {                                      \\
+                const double gd = (double)g[r * H + h];                               \\
+                const T* xr = x + r * F + h * C;                                      \\
+                double* ph = pp + h * C;                                              \\
+                for (Py_ssize_t c = 0; c < C; c++) ph[c] += gd * (double)xr[c];       \\
+            }                                                                         \\
+        }                                                                             \\
+    }
+    RTX_HD_BWD_ROWS(float, f32)
+    RTX_HD_BWD_ROWS(double, f64)
+    """
+    void rtx_head_dot_bwd_rows_f32(const float* g, const float* x, const float* att,
+                                   float* gx, double* pp, Py_ssize_t H, Py_ssize_t C,
+                                   Py_ssize_t r0, Py_ssize_t r1) noexcept nogil
+    void rtx_head_dot_bwd_rows_f64(const double* g, const double* x, const double* att,
+                                   double* gx, double* pp, Py_ssize_t H, Py_ssize_t C,
+                                   Py_ssize_t r0, Py_ssize_t r1) noexcept nogil
 
 cdef enum:
     HEAD_DOT_CHUNK_ROWS = 2048
@@ -553,21 +648,12 @@ def head_dot_chunks(Py_ssize_t N):
 cdef void _head_dot_chunk(const real* x, const real* att, real* out, Py_ssize_t H,
                           Py_ssize_t C, Py_ssize_t N, Py_ssize_t ch) noexcept nogil:
     """Chunk ``ch``'s rows of out[n, h] = sum_c x[n, h*C + c] * att[h, c]."""
-    cdef Py_ssize_t r, h, c
+    cdef Py_ssize_t r
     cdef Py_ssize_t r1 = (ch + 1) * HEAD_DOT_CHUNK_ROWS
-    cdef real s
-    cdef const real* xr
-    cdef const real* ah
     if r1 > N:
         r1 = N
     for r in range(ch * HEAD_DOT_CHUNK_ROWS, r1):
-        xr = x + r * H * C
-        for h in range(H):
-            ah = att + h * C
-            s = 0
-            for c in range(C):
-                s = s + xr[h * C + c] * ah[c]
-            out[r * H + h] = s
+        _dot_heads(x + r * H * C, att, H, C, out + r * H)
 
 
 cdef void _head_dot_bwd_chunk(const real* g, const real* x, const real* att, real* gx,
@@ -576,35 +662,24 @@ cdef void _head_dot_bwd_chunk(const real* g, const real* x, const real* att, rea
     """Chunk ``ch``'s rows: grad_x (need_x) and, into ``part`` (the chunk's row of
     H*C float64 sums, zeroed here), sum of g[n, h] * x[n, h, c] in increasing row
     order."""
-    cdef Py_ssize_t r, h, c, F = H * C
-    cdef Py_ssize_t r1 = (ch + 1) * HEAD_DOT_CHUNK_ROWS
-    cdef real gv
-    cdef double gd
-    cdef const real* xr
-    cdef real* gr
+    cdef Py_ssize_t F = H * C
+    cdef Py_ssize_t r0 = ch * HEAD_DOT_CHUNK_ROWS
+    cdef Py_ssize_t r1 = r0 + HEAD_DOT_CHUNK_ROWS
     cdef double* pp = part + ch * F if need_att else NULL
     if r1 > N:
         r1 = N
     if need_att:
         memset(pp, 0, <size_t>F * sizeof(double))
-    for r in range(ch * HEAD_DOT_CHUNK_ROWS, r1):
-        xr = x + r * F
-        for h in range(H):
-            gv = g[r * H + h]
-            if need_x:
-                gr = gx + r * F + h * C
-                for c in range(C):
-                    gr[c] = gv * att[h * C + c]
-            if need_att:
-                gd = gv
-                for c in range(C):
-                    pp[h * C + c] += gd * xr[h * C + c]
+    if real is float:
+        rtx_head_dot_bwd_rows_f32(g, x, att, gx if need_x else NULL, pp, H, C, r0, r1)
+    else:
+        rtx_head_dot_bwd_rows_f64(g, x, att, gx if need_x else NULL, pp, H, C, r0, r1)
 
 
 def head_dot_rows(const real[:, ::1] x, const real[:, ::1] att, real[:, ::1] out,
                   int num_threads):
     """``out[n, h] = sum_c x[n, h*C + c] * att[h, c]``: x (N, H*C), att (H, C), out
-    (N, H); c in increasing order."""
+    (N, H); each sum in _dot's order."""
     cdef Py_ssize_t N = x.shape[0]
     cdef Py_ssize_t H = att.shape[0]
     cdef Py_ssize_t C = att.shape[1]

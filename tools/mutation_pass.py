@@ -65,6 +65,7 @@ TMT = "tests/kernels/test_matmul_threads.py"
 TLK = "tests/kernels/test_loss_kernels.py"
 TMK = "tests/kernels/test_message_kernels.py"
 TGS = "tests/graph/test_gat_scores.py"
+THD = "tests/graph/test_head_dot.py"
 
 
 @dataclass
@@ -666,6 +667,15 @@ MUTANTS = [
            "        if True:\n            # leaky_relu's rule reads",
            [TGS], "a negative slope's backward reads the output's sign, not the sum's",
            k="composed"),
+    Mutant("head-dot-lone-block", "rtx/_gatv2.pxi",
+           "const Py_ssize_t b1 = b + 1 < nb ? b + 1 : b;",
+           "const Py_ssize_t b1 = b + 1 < nb ? b + 1 : 0;",
+           [THD], "a lone last block of grad_att's sums pairs with block 0", k="bits_of_each"),
+    Mutant("head-dot-block-head", "rtx/_gatv2.pxi",
+           "const Py_ssize_t h0 = b * 16 / C, h1 = b1 * 16 / C;",
+           "const Py_ssize_t h0 = b * 16 / C, h1 = h0;",
+           [THD], "the second block of a pair scales by the first block's head",
+           k="bits_of_each"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

@@ -42,6 +42,45 @@ def test_bitwise_for_any_thread_count(dtype, force_parallel):
         assert_both_threads_run(lambda: _kernels.head_dot_rows(x.reshape(N, -1), att, out, 2))
 
 
+def _dot_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """_common.pxi's _dot over the last axis: eight lane sums (lane l: j = l, l + 8,
+    ...), added ((0+1)+(2+3))+((4+5)+(6+7)), then the tail in order."""
+    n = a.shape[-1]
+    m = n - n % 8
+    p = np.zeros(a.shape[:-1] + (8,), a.dtype)
+    for j in range(0, m, 8):
+        p = p + a[..., j:j + 8] * b[..., j:j + 8]
+    s = ((p[..., 0] + p[..., 1]) + (p[..., 2] + p[..., 3])) + \
+        ((p[..., 4] + p[..., 5]) + (p[..., 6] + p[..., 7]))
+    for j in range(m, n):
+        s = s + a[..., j] * b[..., j]
+    return s
+
+
+@pytest.mark.parametrize("H, C", [(4, 16), (3, 16), (1, 32), (2, 48), (2, 8), (3, 5), (1, 1)])
+def test_bits_of_each_loop(H, C, dtype, force_parallel):
+    """Each head's dot in _dot's order, grad_x one product per value and grad_att's
+    chunk sums in increasing row order, bit for bit, on every loop the kernels
+    pick: heads of 16k channels (two blocks of 16 at a time, a lone last block
+    when the blocks are odd: H=3, C=16), 8k channels (four heads' dots at once)
+    and the rest."""
+    rng = np.random.default_rng(H * 100 + C)
+    N = 5000                                             # three chunks, the last short
+    x = rng.standard_normal((N, H, C)).astype(dtype)
+    att = rng.standard_normal((H, C)).astype(dtype)
+    g = rng.standard_normal((N, H)).astype(dtype)
+    for T in (1, 2):
+        out, gx, part = _run(x, att, g, T)
+        np.testing.assert_array_equal(bits(out), bits(_dot_order(x, att)))
+        np.testing.assert_array_equal(bits(gx.reshape(N, H, C)), bits(g[:, :, None] * att))
+        prod = g.astype(np.float64)[:, :, None] * x.astype(np.float64)
+        rows = 2048                                      # HEAD_DOT_CHUNK_ROWS
+        assert _kernels.head_dot_chunks(N) == -(-N // rows)
+        want = np.stack([np.cumsum(prod[c:c + rows], axis=0)[-1].reshape(H * C)
+                         for c in range(0, N, rows)])   # cumsum: in row order
+        np.testing.assert_array_equal(bits(part), bits(want))
+
+
 def test_grad_att_is_the_same_through_the_tape_at_any_thread_count(force_parallel):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5000, 2, 8)).astype(np.float32)
