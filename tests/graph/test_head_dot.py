@@ -57,6 +57,7 @@ def _dot_order(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return s
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("H, C", [(4, 16), (3, 16), (1, 32), (2, 48), (2, 8), (3, 5), (1, 1)])
 def test_bits_of_each_loop(H, C, dtype, force_parallel):
     """Each head's dot in _dot's order, grad_x one product per value and grad_att's
