@@ -85,8 +85,9 @@ class IndexPlan:
     """Indices checked once against ``num_rows``, with a lazily cached CSR grouping."""
 
     __slots__ = ("_idx", "_num_rows", "_csr", "_ranks", "_descents", "_lock", "_transient",
-                 "__weakref__")
+                 "_idx32", "__weakref__")
     _idx: np.ndarray
+    _idx32: np.ndarray | None   # _narrow_idx's cached int32 copy
     _num_rows: int
     _csr: tuple[np.ndarray, np.ndarray] | None
     _ranks: np.ndarray | None   # the grouping's inverse permutation (_grouping_ranks)
@@ -116,6 +117,7 @@ class IndexPlan:
         self._descents = None
         self._lock = threading.Lock()
         self._transient = False
+        self._idx32 = None
 
     @classmethod
     def _from_array(cls, arr: np.ndarray, n: int, op: str) -> IndexPlan:
@@ -162,6 +164,7 @@ class IndexPlan:
         self._descents = None
         self._lock = threading.Lock()
         self._transient = False
+        self._idx32 = None
         return self
 
     @property
@@ -236,6 +239,23 @@ class IndexPlan:
                     r[perm] = np.arange(len(self), dtype=np.int64)
                     r = self._ranks = snapshot_indices(r, -1)[0]
         return r
+
+    def _narrow_idx(self) -> np.ndarray:
+        """The indices as int32 when they are int64 and every one fits (``num_rows``
+        at most 2**31), else ``_idx``: for kernels that stream the indices several
+        times (the entry-order softmax reads them three times a call), half the
+        bytes, the same values.  Cached, an immutable snapshot like ``_idx``.  A
+        transient plan (one call's, from raw indices) keeps ``_idx``: converting
+        would cost about what it saves."""
+        if self._idx.dtype != np.int64 or self._num_rows > 2**31 or self._transient:
+            return self._idx
+        n = self._idx32
+        if n is None:
+            with self._lock:
+                n = self._idx32
+                if n is None:
+                    n = self._idx32 = snapshot_indices(self._idx.astype(np.int32), -1)[0]
+        return n
 
     def _build(self) -> tuple[np.ndarray, np.ndarray]:
         ptr = _owned((self._num_rows + 2,), np.int64)

@@ -114,7 +114,8 @@ class SegmentOps(Family):
         s2, o2, T = rows2d(scores), rows2d(out), get_num_threads()
         kernel = _softmax_kernel(plan, s2, T, False)
         if kernel != "csr":
-            segment_softmax_entries(s2, plan._idx, plan.num_rows, o2, T, kernel == "sorted")
+            segment_softmax_entries(s2, plan._narrow_idx(), plan.num_rows, o2, T,
+                                    kernel == "sorted")
         else:
             ptr, perm = plan._grouping()
             segment_softmax_csr(s2, perm, ptr, o2, T)
@@ -128,7 +129,7 @@ class SegmentOps(Family):
         y2, g2, o2, T = rows2d(y), rows2d(grad), rows2d(out), get_num_threads()
         kernel = _softmax_kernel(plan, y2, T, True)
         if kernel != "csr":
-            segment_softmax_backward_entries(y2, g2, plan._idx, plan.num_rows, o2, T,
+            segment_softmax_backward_entries(y2, g2, plan._narrow_idx(), plan.num_rows, o2, T,
                                              kernel == "sorted")
         else:
             ptr, perm = plan._grouping()

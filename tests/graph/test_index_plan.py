@@ -206,3 +206,49 @@ def test_property_csr_is_a_stable_sort(E, N, seed):
     np.testing.assert_array_equal(perm, np.argsort(idx, kind="stable"))
     counts = np.bincount(idx, minlength=N)
     np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(counts)]))
+
+
+def test_narrow_indices_are_a_cached_int32_snapshot():
+    """_narrow_idx: an int64 plan's indices as int32 (cached, immutable, the same
+    values); int32 plans, plans past 2**31 rows and one call's transient plans
+    keep their own array."""
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, 1000, 5000)
+    plan = rtx.IndexPlan(idx, 1000)
+    n = plan._narrow_idx()
+    assert n.dtype == np.int32 and plan._narrow_idx() is n
+    np.testing.assert_array_equal(n, idx)
+    with pytest.raises(ValueError):
+        n[0] = 1
+    assert plan._idx.dtype == np.int64 and plan.dtype == np.int64   # the plan's own
+    p32 = rtx.IndexPlan(idx.astype(np.int32), 1000)
+    assert p32._narrow_idx() is p32._idx
+    wide = rtx.IndexPlan(np.array([0, 5]), 2**31 + 1)
+    assert wide._narrow_idx() is wide._idx
+    fresh = rtx.IndexPlan(idx, 1000)
+    fresh._transient = True
+    assert fresh._narrow_idx() is fresh._idx
+
+
+@pytest.mark.parametrize("H", [1, 2])
+@pytest.mark.parametrize("ordered", [False, True], ids=["random", "sorted"])
+def test_softmax_on_narrowed_indices_has_the_int64_bits(H, ordered, force_parallel):
+    """segment_softmax through a plan (its int32 copy) and through the raw int64
+    array (a transient plan: the int64 kernels), forward and backward: the same bits."""
+    rng = np.random.default_rng(H)
+    E, N = 40_000, 3_000
+    idx = rng.integers(0, N, E)
+    if ordered:
+        idx = np.sort(idx)
+    s = rng.standard_normal((E, H)).astype(np.float32)
+    g = rng.standard_normal((E, H)).astype(np.float32)
+    plan = rtx.IndexPlan(idx, N)
+    got = []
+    for index in (plan, idx):
+        t = rtx.tensor(s, requires_grad=True)
+        y = rtx.segment_softmax(t, index, N)
+        y.backward(rtx.tensor(g))
+        got.append((y.numpy(), t.grad.numpy()))
+    assert plan._idx32 is not None                       # the plan took the int32 copy
+    for a, b in zip(*got, strict=True):
+        np.testing.assert_array_equal(bits(a), bits(b))
