@@ -200,12 +200,44 @@ cdef int _csr_parallel(csr_rows_fn rows, const void* job, const int64_t* ptr, Py
 
 
 # ------------------------------------------------------- the grouped row sum
+cdef inline void _csr_reduce_narrow(const real* sp, const int64_t* perm, const int64_t* ptr,
+                                    real* op, Py_ssize_t r0, Py_ssize_t r1,
+                                    const Py_ssize_t W) noexcept nogil:
+    """``_csr_reduce`` for rows of W <= 8 values, W a constant at each call (then
+    unrolled, the sums in registers): the same adds from 0 in the same order, so
+    the same bits (-0.0 sums to +0.0 either way)."""
+    cdef Py_ssize_t r, k, j
+    cdef Py_ssize_t kend = ptr[r1]
+    cdef const real* s
+    cdef real acc[8]
+    for r in range(r0, r1):
+        for j in range(W):
+            acc[j] = 0
+        for k in range(ptr[r], ptr[r + 1]):
+            if k + CSR_PREFETCH_AHEAD < kend:
+                rtx_prefetch(sp + perm[k + CSR_PREFETCH_AHEAD] * W)
+            s = sp + perm[k] * W
+            for j in range(W):
+                acc[j] = acc[j] + s[j]
+        for j in range(W):
+            op[r * W + j] = acc[j]
+
+
 cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, Py_ssize_t F,
                       real* op, Py_ssize_t r0, Py_ssize_t r1) noexcept nogil:
     """Rows [r0, r1): zero each, then add its source rows in CSR (= index) order."""
     cdef Py_ssize_t r, k
     cdef Py_ssize_t kend = ptr[r1]
     cdef real* row
+    if F == 1 or F == 4 or F == 8:
+        # narrow rows (GAT's [E, heads] gradients), the sums in registers
+        if F == 1:
+            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 1)
+        elif F == 4:
+            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 4)
+        else:
+            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 8)
+        return
     for r in range(r0, r1):
         row = op + r * F
         memset(row, 0, <size_t>F * sizeof(real))

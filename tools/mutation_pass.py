@@ -66,6 +66,7 @@ TLK = "tests/kernels/test_loss_kernels.py"
 TMK = "tests/kernels/test_message_kernels.py"
 TGS = "tests/graph/test_gat_scores.py"
 THD = "tests/graph/test_head_dot.py"
+TIP = "tests/graph/test_index_plan.py"
 
 
 @dataclass
@@ -676,6 +677,11 @@ MUTANTS = [
            "const Py_ssize_t h0 = b * 16 / C, h1 = h0;",
            [THD], "the second block of a pair scales by the first block's head",
            k="bits_of_each"),
+    Mutant("csr-narrow-negzero", "rtx/_csr.pxi",
+           "        for j in range(W):\n            acc[j] = 0\n",
+           "        for j in range(W):\n            acc[j] = -0.0\n",
+           [TIP], "the narrow grouped sums start from -0.0 (empty rows, all -0.0 rows)",
+           k="narrow_rows"),
     Mutant("backend-state-strong", "rtx/_backend_state.py",
            "_autodiffs: weakref.WeakValueDictionary[int, Autodiff] = weakref.WeakValueDictionary()",
            "_autodiffs: dict[int, Autodiff] = {}",

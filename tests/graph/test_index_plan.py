@@ -118,7 +118,7 @@ def test_plan_row_count_must_match(backend):
         rtx.index_add(rtx.tensor(np.ones((2, 2))), plan, 3)
 
 
-@pytest.mark.parametrize("F", [1, 16, 64])
+@pytest.mark.parametrize("F", [1, 4, 8, 16, 64])
 def test_warm_plan_scatter_bitwise_cold_any_threads(dtype, F):
     rng = np.random.default_rng(3)
     E, N = 50000, 2000
@@ -137,6 +137,23 @@ def test_warm_plan_scatter_bitwise_cold_any_threads(dtype, F):
                 np.testing.assert_array_equal(b, ref)
     finally:
         _kernels.set_parallel_thresholds(**old)
+
+
+@pytest.mark.parametrize("F", [1, 4, 8])
+def test_plan_scatter_of_narrow_rows_keeps_signed_zeros_and_empty_rows(dtype, F):
+    """The grouped sum's narrow rows (GAT's [E, heads] gradients: sums kept in
+    registers): -0.0 sums to +0.0 and a row with no entry is +0.0, as numpy's
+    np.add.at into zeros gives, bit for bit."""
+    idx = np.array([0, 0, 2, 2, 2, 5])
+    src = np.full((6, F), -0.0, dtype)
+    src[2:5, F // 2] = [1.5, -2.25, 3.0]
+    src[5, 0] = np.nan
+    src[5, F - 1] = np.inf
+    want = np.zeros((7, F), dtype)
+    np.add.at(want, idx, src)
+    got = rtx.index_add(rtx.tensor(src), rtx.IndexPlan(idx, 7), 7).numpy()
+    assert not np.signbit(got[0]).any()                  # -0.0 + -0.0 -> +0.0
+    np.testing.assert_array_equal(bits(got), bits(want))
 
 
 def test_edge_index_trim_is_a_prefix_without_copies():
