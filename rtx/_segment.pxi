@@ -924,6 +924,41 @@ cdef void _ent_chunk(bint backward, const real* a, const real* b, const index_t*
         _ent_write(ip + e0, H, z, op + e0 * H, op + e0 * H, 0, n, NULL, 1, NULL)
 
 
+cdef int _ent_chunk_runs(bint backward, const real* a, const real* b, const index_t* ip,
+                         Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t H,
+                         real* op) noexcept nogil:
+    """``_ent_chunk`` over sorted entries [e0, e1) with the state indexed by run
+    (each segment is one run of equal indices) instead of by segment: memory for
+    the runs present, where segment ids span far more (a grouped HetGAT layer's
+    (target, relation) segments: 600,000 of them for 133,334 edges at 60
+    relations).  The same passes over the same groups in the same order: the
+    same bits.  -1 when out of memory (nothing written)."""
+    cdef Py_ssize_t n = e1 - e0
+    cdef Py_ssize_t k, nr
+    cdef index_t* rid
+    cdef real* st
+    if n <= 0:
+        return 0
+    rid = <index_t*>malloc(<size_t>n * sizeof(index_t))
+    if rid == NULL:
+        return -1
+    nr = 0
+    rid[0] = 0
+    for k in range(1, n):
+        nr += ip[e0 + k] != ip[e0 + k - 1]
+        rid[k] = <index_t>nr
+    nr += 1
+    st = <real*>malloc(<size_t>(2 * nr * H) * sizeof(real))
+    if st == NULL:
+        free(rid)
+        return -1
+    _ent_chunk(backward, a + e0 * H, NULL if b == NULL else b + e0 * H, rid, 0, n, 0, nr,
+               nr, H, op + e0 * H, st)
+    free(st)
+    free(rid)
+    return 0
+
+
 cdef inline Py_ssize_t _sorted_cut(const index_t* ip, Py_ssize_t E, Py_ssize_t t,
                                    Py_ssize_t T) noexcept nogil:
     """Where chunk t of T starts: about E * t / T, moved forward past the
@@ -950,13 +985,30 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     cdef Py_ssize_t bounds[ENTRY_MAX_THREADS + 1]
     cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
     cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
-    cdef real* state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
+    cdef int failed[ENTRY_MAX_THREADS]
+    cdef real* state
     cdef index_t* qi
     cdef real* qa
-    if state == NULL:
-        return -1
     if T > ENTRY_MAX_THREADS:
         T = ENTRY_MAX_THREADS
+    if is_sorted and N > E:
+        # more segments than entries: the state by run (_ent_chunk_runs), not by
+        # segment (whose 2 * N * H values would be most of the call's memory)
+        if T <= 1:
+            _mark_seen()
+            return _ent_chunk_runs(backward, a, b, ip, 0, E, H, op)
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            _mark_seen()
+            e0 = _sorted_cut(ip, E, t, T)
+            e1 = _sorted_cut(ip, E, t + 1, T)
+            failed[t] = _ent_chunk_runs(backward, a, b, ip, e0, e1, H, op)
+        for t in range(T):
+            if failed[t] != 0:
+                return -1
+        return 0
+    state = <real*>malloc(<size_t>(2 * N * H if N > 0 else 1) * sizeof(real))
+    if state == NULL:
+        return -1
     if is_sorted and T > 1:
         for t in prange(T, num_threads=T, schedule="static", chunksize=1):
             _mark_seen()

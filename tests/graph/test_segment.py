@@ -201,15 +201,21 @@ def test_softmax_entry_kernels_bucket_by_owner_for_any_team(dtype, H, threads, i
 @pytest.mark.parametrize("threads", [2, 3, 5])
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("layout", ["short segments", "hub across the cuts", "one segment",
-                                    "empty segments"])
+                                    "empty segments", "more segments than entries"])
 def test_softmax_on_sorted_chunks(dtype, H, threads, index_dtype, layout):
     """Sorted indices: each thread runs the one-thread entry-order passes on a
     chunk of positions cut between segments (the cut moves past a segment that
     straddles it, so a hub can leave a thread nothing): the CSR kernels' bits,
-    NaN and -inf scores included."""
+    NaN and -inf scores included.  With more segments than entries the state is
+    kept per run of equal indices (_ent_chunk_runs), not per segment."""
     rng = np.random.default_rng(13)
     E, N = (330, 12) if H > 8 else (5000, 2200)
-    if layout == "short segments":
+    if layout == "more segments than entries":
+        N = 9 * E
+        idx = np.sort(rng.integers(0, N, E))
+        idx[E // 2:E // 2 + 40] = idx[E // 2]             # and one longer run
+        idx = np.sort(idx)
+    elif layout == "short segments":
         idx = np.sort(rng.integers(0, N, E))
     elif layout == "hub across the cuts":
         idx = np.sort(np.concatenate([rng.integers(0, N, E // 3), np.full(E - E // 3, 5)]))
