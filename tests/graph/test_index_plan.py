@@ -139,6 +139,7 @@ def test_warm_plan_scatter_bitwise_cold_any_threads(dtype, F):
         _kernels.set_parallel_thresholds(**old)
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("F", [1, 4, 8])
 def test_plan_scatter_of_narrow_rows_keeps_signed_zeros_and_empty_rows(dtype, F):
     """The grouped sum's narrow rows (GAT's [E, heads] gradients: sums kept in

@@ -234,6 +234,21 @@ def test_softmax_on_sorted_chunks(dtype, H, threads, index_dtype, layout):
     np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 1)), bits(got))
 
 
+@pytest.mark.valgrind
+@pytest.mark.parametrize("H", [1, 4])
+def test_softmax_state_by_run_small(dtype, H):
+    """The run-indexed state (sorted indices, more segments than entries) on 1 and 2
+    threads against the CSR kernels, small enough for memcheck."""
+    rng = np.random.default_rng(H)
+    E, N = 300, 3000
+    idx = np.sort(rng.integers(0, N, E))
+    s = rng.standard_normal((E, H)).astype(dtype)
+    g = rng.standard_normal((E, H)).astype(dtype)
+    plan = rtx.IndexPlan(idx, N)
+    ref = softmax_kernels_agree(s, g, plan, N, 1)
+    np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 2)), bits(ref))
+
+
 @pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
 def test_softmax_entry_kernels_with_a_smaller_team_than_asked():
     """OpenMP may give a region fewer threads than the kernel's T (here
