@@ -986,6 +986,7 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
     cdef Py_ssize_t count[ENTRY_MAX_THREADS * ENTRY_MAX_THREADS]
     cdef Py_ssize_t start[ENTRY_MAX_THREADS + 1]
     cdef int failed[ENTRY_MAX_THREADS]
+    cdef size_t qi_bytes
     cdef real* state
     cdef index_t* qi
     cdef real* qa
@@ -1024,11 +1025,14 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
         _ent_chunk(backward, a, b, ip, 0, E, 0, N, N, H, op, state)
         free(state)
         return 0
-    qi = <index_t*>malloc(<size_t>E * (sizeof(index_t) + H * sizeof(real)))
+    # the index copies, then the values from a 64-byte boundary: int32 copies of an
+    # odd count would leave float64 values misaligned (UB; UBSan's report)
+    qi_bytes = (<size_t>E * sizeof(index_t) + 63) // 64 * 64
+    qi = <index_t*>malloc(qi_bytes + <size_t>E * H * sizeof(real))
     if qi == NULL:
         free(state)
         return -1
-    qa = <real*>(qi + E)
+    qa = <real*>((<char*>qi) + qi_bytes)
     _row_bounds(ip, E, N, T, bounds)
     with parallel(num_threads=T):
         _ent_team(backward, a, b, ip, E, N, H, op, T, bounds, count, start, qi, qa, state)
