@@ -27,6 +27,14 @@ cdef enum:
 cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
+    /* 32- and 16-byte vectors of floats and doubles (GCC / clang vector extensions:
+       one register in the RTX_SIMD_CLONES copies, two on baseline SSE2), shared by
+       the families' SIMD loops (_narrow.pxi, _loss.pxi, _gatv2.pxi's head_dot) */
+    typedef float rtx_v8f __attribute__((vector_size(32)));
+    typedef float rtx_v4f __attribute__((vector_size(16)));
+    typedef double rtx_v4d __attribute__((vector_size(32)));
+    #endif
+    #if defined(__GNUC__) || defined(__clang__)
     #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
     #define rtx_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 1)
     #else

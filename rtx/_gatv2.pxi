@@ -547,9 +547,7 @@ cdef extern from *:
        NULL) and the float64 sums of g * x into pp (not NULL), in increasing row
        order; compiled in _vmath.pxi's SIMD copies (no FMA: the same bits in each) */
     #if defined(__GNUC__) || defined(__clang__)
-    /* four doubles (GCC / clang vector extension: one AVX2 register, two SSE2) */
-    typedef double rtx_v4d __attribute__((vector_size(32)));
-    typedef float rtx_v4f __attribute__((vector_size(16)));
+    /* four doubles at a time (_common.pxi's rtx_v4d) */
     static inline __attribute__((always_inline)) rtx_v4d rtx_hd_ld4_f64(const double* p) {
         rtx_v4d v;
         memcpy(&v, p, sizeof v);

@@ -25,9 +25,7 @@ cdef extern from *:
     """
     #include <stdlib.h>
     #if defined(__GNUC__) || defined(__clang__)
-    typedef float rtx_ce_v8f __attribute__((vector_size(32)));
     typedef int32_t rtx_ce_v8i __attribute__((vector_size(32)));
-    typedef double rtx_ce_v4d __attribute__((vector_size(32)));
     typedef int64_t rtx_ce_v4i __attribute__((vector_size(32)));
     /* one 32-byte vector of lanes (GCC's vector extensions: two SSE registers on
        baseline x86-64, one register in the RTX_SIMD_CLONES copies) */
@@ -120,9 +118,9 @@ cdef extern from *:
     static inline void rtx_ce_exp_f64(double* b, Py_ssize_t n) {
         for (Py_ssize_t j = 0; j < n; j++) b[j] = exp(b[j]);
     }
-    RTX_CE_FORWARD(rtx_ce_forward_f32, rtx_ce_exp_f32, float, rtx_ce_v8f, rtx_ce_v8i, 8,
+    RTX_CE_FORWARD(rtx_ce_forward_f32, rtx_ce_exp_f32, float, rtx_v8f, rtx_ce_v8i, 8,
                    INFINITY)
-    RTX_CE_FORWARD(rtx_ce_forward_f64, rtx_ce_exp_f64, double, rtx_ce_v4d, rtx_ce_v4i, 4,
+    RTX_CE_FORWARD(rtx_ce_forward_f64, rtx_ce_exp_f64, double, rtx_v4d, rtx_ce_v4i, 4,
                    INFINITY)
     RTX_CE_BACKWARD(rtx_ce_backward_f32, rtx_expf, float)
     RTX_CE_BACKWARD(rtx_ce_backward_f64, exp, double)

@@ -31,8 +31,6 @@ cdef extern from *:
     """
     #include <string.h>
     #if defined(__GNUC__) || defined(__clang__)
-    typedef float rtx_v8f __attribute__((vector_size(32)));
-    typedef double rtx_v4d __attribute__((vector_size(32)));
     #ifndef RTX_NARROW_BLOCK_BYTES
     #define RTX_NARROW_BLOCK_BYTES 32768
     #endif
