@@ -229,14 +229,15 @@ cdef void _csr_reduce(const real* sp, const int64_t* perm, const int64_t* ptr, P
     cdef Py_ssize_t r, k
     cdef Py_ssize_t kend = ptr[r1]
     cdef real* row
-    if F == 1 or F == 4 or F == 8:
-        # narrow rows (GAT's [E, heads] gradients), the sums in registers
-        if F == 1:
-            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 1)
-        elif F == 4:
-            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 4)
-        else:
-            _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 8)
+    # narrow rows (GAT's [E, heads] gradients): the sums in registers, W a literal
+    if F == 1:
+        _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 1)
+        return
+    if F == 4:
+        _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 4)
+        return
+    if F == 8:
+        _csr_reduce_narrow(sp, perm, ptr, op, r0, r1, 8)
         return
     for r in range(r0, r1):
         row = op + r * F
