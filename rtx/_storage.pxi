@@ -24,6 +24,7 @@ from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 from cpython.object cimport PyObject
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uintptr_t
+from libc.math cimport INFINITY
 from libc.string cimport memset
 
 cimport cython
@@ -568,35 +569,121 @@ cdef object _ST_F32 = _np_st.dtype(_np_st.float32)
 cdef object _ST_F64 = _np_st.dtype(_np_st.float64)
 
 
+cdef object _ST_ADD = _np_st.add
+cdef object _ST_SUB = _np_st.subtract
+cdef object _ST_MUL = _np_st.multiply
+cdef object _ST_DIV = _np_st.true_divide
+cdef double _ST_FLT_MAX = 3.4028234663852886e38
+
+
+cdef inline int _arith_code(object ufunc):
+    """RTX_ARITH_* for numpy's add / subtract / multiply / true_divide, else -1."""
+    if ufunc is _ST_ADD:
+        return RTX_ARITH_ADD
+    if ufunc is _ST_SUB:
+        return RTX_ARITH_SUB
+    if ufunc is _ST_MUL:
+        return RTX_ARITH_MUL
+    if ufunc is _ST_DIV:
+        return RTX_ARITH_DIV
+    return -1
+
+
+cdef bint _scalar_value(object s, bint single, double* v) except -1:
+    """Whether the Python ``float`` / ``int`` ``s`` is one numpy casts to the
+    array's dtype (float32 when ``single``) without a warning and without a
+    rounding of its own: a float (within float32's range, or not finite, for
+    float32) or an int of at most 2**24 in magnitude; its value in ``v``."""
+    cdef object t = type(s)
+    if t is float:
+        v[0] = <double>s
+        return not single or not (_ST_FLT_MAX < v[0] < INFINITY
+                                  or -INFINITY < v[0] < -_ST_FLT_MAX)
+    if t is int and -16777216 <= s <= 16777216:
+        v[0] = <double>s
+        return True
+    return False
+
+
 def owned_binary(ufunc, a, b, Py_ssize_t max_size):
     #: ufunc: Any
     #: a: object
     #: b: object
     #: -> npt.NDArray[Any] | None
-    """``ufunc(a, b, out=new)`` into a new owned array (``storage_array``) of
-    ``a``'s shape and dtype, for the CPU backend's common case, asked in C: ``a``
-    a float32 / float64 numpy array (exactly ``np.ndarray``) and ``b`` one of
-    the same dtype and shape with fewer than ``max_size`` elements, or a Python
-    ``float`` / ``int``.  None for anything else (the caller's general path:
-    promotion, broadcasting, threads).  numpy computes it: numpy's bits."""
+    """``ufunc(a, b, out=new)`` into a new owned array (``storage_array``) of the
+    array operand's shape and dtype, for the CPU backend's common case, asked in
+    C: ``a`` a float32 / float64 numpy array (exactly ``np.ndarray``) and ``b``
+    one of the same dtype and shape with fewer than ``max_size`` elements, or a
+    Python ``float`` / ``int``.  None for anything else (the caller's general
+    path: promotion, broadcasting, threads).  numpy computes it (numpy's bits),
+    except add / subtract / multiply / true_divide over C-contiguous operands
+    (and ``a`` a Python number, ``b`` such an array: ``2 - x``), which run
+    ``_vmath.pxi``'s loops without the ufunc call: one IEEE operation per
+    element, the same bits, and no floating-point warnings (as PyTorch and the
+    threaded path: numpy warns on ``x / 0``).  A scalar takes the loops only
+    where numpy's cast to the array's dtype is exact or warning-free
+    (``_scalar_value``)."""
     cdef cnp.ndarray x, y
     cdef object d
-    if type(a) is not cnp.ndarray:
-        return None
-    x = <cnp.ndarray>a
-    d = <object>cnp.PyArray_DESCR(x)
-    if d is not _ST_F32 and d is not _ST_F64:
-        return None
+    cdef int op = _arith_code(ufunc)
+    cdef bint rev = False, single
+    cdef double v = 0.0
+    cdef Py_ssize_t n
     tb = type(b)
-    if tb is cnp.ndarray:
-        y = <cnp.ndarray>b
-        if (<object>cnp.PyArray_DESCR(y) is not d or not cnp.PyArray_SAMESHAPE(x, y)
-                or cnp.PyArray_SIZE(x) >= max_size):
+    if type(a) is not cnp.ndarray:
+        # a Python number first (the reflected operators: 2 - x, 1 / x)
+        if op < 0 or tb is not cnp.ndarray:
             return None
-    elif tb is not float and tb is not int:
-        return None
+        x = <cnp.ndarray>b
+        d = <object>cnp.PyArray_DESCR(x)
+        if ((d is not _ST_F32 and d is not _ST_F64) or not cnp.PyArray_IS_C_CONTIGUOUS(x)
+                or not _scalar_value(a, d is _ST_F32, &v)):
+            return None
+        rev = True
+    else:
+        x = <cnp.ndarray>a
+        d = <object>cnp.PyArray_DESCR(x)
+        if d is not _ST_F32 and d is not _ST_F64:
+            return None
+        if tb is cnp.ndarray:
+            y = <cnp.ndarray>b
+            if (<object>cnp.PyArray_DESCR(y) is not d or not cnp.PyArray_SAMESHAPE(x, y)
+                    or cnp.PyArray_SIZE(x) >= max_size):
+                return None
+            if op < 0 or not (cnp.PyArray_IS_C_CONTIGUOUS(x)
+                              and cnp.PyArray_IS_C_CONTIGUOUS(y)):
+                out = _storage_like(x)
+                ufunc(a, b, out)
+                return out
+            out = _storage_like(x)
+            n = cnp.PyArray_SIZE(x)
+            with nogil:   # (out is private; x and y's pointers and size read above)
+                if d is _ST_F32:
+                    rtx_arith_f32(op, <float*>cnp.PyArray_DATA(out),
+                                  <const float*>cnp.PyArray_DATA(x),
+                                  <const float*>cnp.PyArray_DATA(y), n)
+                else:
+                    rtx_arith_f64(op, <double*>cnp.PyArray_DATA(out),
+                                  <const double*>cnp.PyArray_DATA(x),
+                                  <const double*>cnp.PyArray_DATA(y), n)
+            return out
+        if tb is not float and tb is not int:
+            return None
+        if (op < 0 or not cnp.PyArray_IS_C_CONTIGUOUS(x)
+                or not _scalar_value(b, d is _ST_F32, &v)):
+            out = _storage_like(x)
+            ufunc(a, b, out)
+            return out
     out = _storage_like(x)
-    ufunc(a, b, out=out)
+    n = cnp.PyArray_SIZE(x)
+    single = cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT32
+    with nogil:
+        if single:
+            rtx_arith_scalar_f32(op, rev, <float*>cnp.PyArray_DATA(out),
+                                 <const float*>cnp.PyArray_DATA(x), <float>v, n)
+        else:
+            rtx_arith_scalar_f64(op, rev, <double*>cnp.PyArray_DATA(out),
+                                 <const double*>cnp.PyArray_DATA(x), v, n)
     return out
 
 
@@ -653,5 +740,5 @@ def owned_unary(ufunc, a):
     if d is not _ST_F32 and d is not _ST_F64:
         return None
     out = _storage_like(<cnp.ndarray>a)
-    ufunc(a, out=out)
+    ufunc(a, out)     # (out positional: a keyword costs the call a dict)
     return out

@@ -136,6 +136,32 @@ cdef extern from *:
         Py_ssize_t i;
         RTX_ARITH_LOOPS(d, a, b, n)
     }
+    /* d[i] = a[i] op s (rev: s op a[i]), op as above: one IEEE operation per
+       element, numpy's bits for an array and a scalar of its dtype (the CPU
+       backend's small arithmetic: x * 0.5, 1 - x) */
+    #define RTX_ARITH_S_LOOPS(d, a, s, n)                                       \
+        switch (op + 4 * (rev != 0)) {                                          \
+        case RTX_ARITH_ADD: for (i = 0; i < n; i++) d[i] = a[i] + s; break;     \
+        case RTX_ARITH_SUB: for (i = 0; i < n; i++) d[i] = a[i] - s; break;     \
+        case RTX_ARITH_MUL: for (i = 0; i < n; i++) d[i] = a[i] * s; break;     \
+        case RTX_ARITH_DIV: for (i = 0; i < n; i++) d[i] = a[i] / s; break;     \
+        case 4 + RTX_ARITH_ADD: for (i = 0; i < n; i++) d[i] = s + a[i]; break; \
+        case 4 + RTX_ARITH_SUB: for (i = 0; i < n; i++) d[i] = s - a[i]; break; \
+        case 4 + RTX_ARITH_MUL: for (i = 0; i < n; i++) d[i] = s * a[i]; break; \
+        default:                for (i = 0; i < n; i++) d[i] = s / a[i]; break; \
+        }
+    RTX_SIMD_CLONES
+    static void rtx_arith_scalar_f32(int op, int rev, float* d, const float* a, float s,
+                                     Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_ARITH_S_LOOPS(d, a, s, n)
+    }
+    RTX_SIMD_CLONES
+    static void rtx_arith_scalar_f64(int op, int rev, double* d, const double* a, double s,
+                                     Py_ssize_t n) {
+        Py_ssize_t i;
+        RTX_ARITH_S_LOOPS(d, a, s, n)
+    }
     /* d[i] = (a[i] op b[i]) ? 1 : 0, op RTX_CMP_EQ / NE / LT / LE / GT / GE (IEEE:
        every comparison with a NaN false but NE); the fused evaluator's predicates */
     enum { RTX_CMP_EQ = 0, RTX_CMP_NE = 1, RTX_CMP_LT = 2, RTX_CMP_LE = 3,
@@ -239,6 +265,10 @@ cdef extern from *:
     void rtx_leaky_f64(double* d, const double* a, double k, Py_ssize_t n) noexcept nogil
     void rtx_arith_f64(int op, double* d, const double* a, const double* b,
                        Py_ssize_t n) noexcept nogil
+    void rtx_arith_scalar_f32(int op, int rev, float* d, const float* a, float s,
+                              Py_ssize_t n) noexcept nogil
+    void rtx_arith_scalar_f64(int op, int rev, double* d, const double* a, double s,
+                              Py_ssize_t n) noexcept nogil
     void rtx_elu_block_f32(float* d, const float* a, float alpha, Py_ssize_t n) noexcept nogil
     void rtx_sigmoid_block_f32(float* d, const float* a, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -428,13 +429,25 @@ def test_owned_binary_and_unary_are_numpys_bits_in_an_owned_array(dt, shape):
     strided = np.asarray(rng.standard_normal(shape[::-1]), dtype=dt).T   # (any strides)
     a0, b0 = a.copy(), b.copy()
     base = current()
+    if a.size:    # signed zeros, a NaN and an infinity through the arithmetic loops
+        a.flat[0], b.flat[0] = -0.0, 0.0
+        a.flat[-1] = np.nan if a.size > 1 else np.inf
+        a0, b0 = a.copy(), b.copy()
     cases = [(np.add, a, b), (np.true_divide, a, b), (np.multiply, a, 0.5),
-             (np.subtract, a, 3), (np.maximum, strided, b), (np.power, b, 2)]
+             (np.subtract, a, 3), (np.maximum, strided, b), (np.power, b, 2),
+             # the arithmetic loops: every op, either operand a scalar; numpy's path
+             # for strided operands and for scalars its cast rounds or warns on
+             (np.subtract, a, b), (np.multiply, a, b), (np.add, a, -0.0),
+             (np.true_divide, a, 3.7), (np.subtract, 2.5, a), (np.true_divide, 1, b),
+             (np.add, -7, a), (np.multiply, 0.1, a), (np.add, strided, strided),
+             (np.subtract, strided, 1.5), (np.multiply, a, 2 ** 30), (np.add, a, 1e300)]
     for uf, x, y in cases:
-        out = _kernels.owned_binary(uf, x, y, 1 << 20)
+        with np.errstate(all="ignore"):   # (x / 0, NaN; 1e300 in float32: the cast warns)
+            out = _kernels.owned_binary(uf, x, y, 1 << 20)
+            ref = uf(x, y)
         assert type(out.base) is _kernels.Storage and out.flags.c_contiguous
         assert out.dtype == dt and out.shape == shape
-        np.testing.assert_array_equal(_bits(out), _bits(uf(x, y)))
+        np.testing.assert_array_equal(_bits(out), _bits(ref))
     for uf in (np.tanh, np.exp, np.negative):
         for x in (a, strided):
             out = _kernels.owned_unary(uf, x)
@@ -444,6 +457,25 @@ def test_owned_binary_and_unary_are_numpys_bits_in_an_owned_array(dt, shape):
     np.testing.assert_array_equal(_bits(b), _bits(b0))
     del out
     assert current() == base
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_owned_binary_arithmetic_raises_no_floating_point_warning(dt):
+    """The arithmetic loops run no ufunc: ``x / 0`` and overflow give numpy's
+    values without numpy's RuntimeWarnings (as PyTorch and the threaded path)."""
+    x = np.array([1.0, -1.0, 0.0, 3e38], dt)
+    z = np.zeros(4, dt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            outs = [_kernels.owned_binary(np.true_divide, x, z, 1 << 20),
+                    _kernels.owned_binary(np.true_divide, x, 0.0, 1 << 20),
+                    _kernels.owned_binary(np.true_divide, 1, z, 1 << 20),
+                    _kernels.owned_binary(np.multiply, x, 1e10, 1 << 20)]
+    with np.errstate(all="ignore"):
+        refs = [x / z, x / dt(0), dt(1) / z, x * dt(1e10)]
+    for out, ref in zip(outs, refs, strict=True):
+        np.testing.assert_array_equal(_bits(out), _bits(ref))
 
 
 class _Sub(np.ndarray):
@@ -461,8 +493,11 @@ def test_owned_binary_and_unary_leave_the_rest_to_the_general_path():
                  (np.ones(3, np.int64), np.ones(3, np.int64)),
                  (np.ones(3, np.float16), 1.0),
                  (np.ones(3, ">f4"), np.ones(3, ">f4")),  # not numpy's own descriptor
-                 (f.view(_Sub), f), ([1.0, 2.0], 1.0), (2.0, f)]:
+                 (f.view(_Sub), f), ([1.0, 2.0], 1.0), (2.0, f.T), (2.0, f.view(_Sub)),
+                 (2 ** 30, f), (True, f), (1.0, 2.0), (2.0, d.astype(np.int64))]:
         assert _kernels.owned_binary(np.add, a, b, 1 << 20) is None
+    # a number first: only the four arithmetic loops (the reflected operators)
+    assert _kernels.owned_binary(np.maximum, 2.0, f, 1 << 20) is None
     assert _kernels.owned_binary(np.add, f, f, f.size) is None           # max_size reached
     assert _kernels.owned_binary(np.add, f, f, f.size + 1) is not None
     for a in [np.ones(3, np.int32), np.ones(3, ">f8"), f.view(_Sub), [1.0], 1.0]:
