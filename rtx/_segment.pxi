@@ -686,18 +686,140 @@ cdef void _ent_sum(const real* pp, const index_t* ip, Py_ssize_t n, Py_ssize_t H
             d[q + j] += pp[k * H + j]
 
 
+cdef enum:
+    ENT_STREAMS = 4          # sorted one-head chunks: interleaved runs of segments
+    ENT_STREAMS_MIN = 1024   # entries from which a sorted chunk is split in streams
+
+
+cdef void _ent_stream_cuts(const index_t* ip, Py_ssize_t n, Py_ssize_t* c) noexcept nogil:
+    """c[0 .. ENT_STREAMS]: ENT_STREAMS parts of the sorted entries [0, n), each cut
+    between two segments (_sorted_cut), so no segment has entries in two parts."""
+    cdef Py_ssize_t t
+    for t in range(ENT_STREAMS + 1):
+        c[t] = _sorted_cut(ip, n, t, ENT_STREAMS)
+
+
+cdef inline Py_ssize_t _ent_common(const Py_ssize_t* c) noexcept nogil:
+    """The length every part of c has (the interleaved loop's count; tails follow)."""
+    cdef Py_ssize_t t, L = c[1] - c[0]
+    for t in range(1, ENT_STREAMS):
+        if c[t + 1] - c[t] < L:
+            L = c[t + 1] - c[t]
+    return L
+
+
+cdef void _ent_max4(const real* sp, const index_t* ip, const Py_ssize_t* c,
+                    real* m) noexcept nogil:
+    """_ent_max (H = 1) over sorted entries split in the parts c: one entry of each
+    part per step.  A segment's entries lie in one part and are visited in order,
+    so every segment gets the same max steps in the same order (the same bits);
+    the parts' chains of dependent maxima (each waits for its segment's last
+    store) overlap instead of running one after another."""
+    cdef Py_ssize_t L = _ent_common(c), j, t, q0, q1, q2, q3
+    cdef const real* s0 = sp + c[0]
+    cdef const real* s1 = sp + c[1]
+    cdef const real* s2 = sp + c[2]
+    cdef const real* s3 = sp + c[3]
+    cdef const index_t* i0 = ip + c[0]
+    cdef const index_t* i1 = ip + c[1]
+    cdef const index_t* i2 = ip + c[2]
+    cdef const index_t* i3 = ip + c[3]
+    for j in range(L):
+        q0 = <Py_ssize_t>i0[j]
+        q1 = <Py_ssize_t>i1[j]
+        q2 = <Py_ssize_t>i2[j]
+        q3 = <Py_ssize_t>i3[j]
+        m[q0] = _max_nan(m[q0], s0[j])
+        m[q1] = _max_nan(m[q1], s1[j])
+        m[q2] = _max_nan(m[q2], s2[j])
+        m[q3] = _max_nan(m[q3], s3[j])
+    for t in range(ENT_STREAMS):
+        _ent_max(sp + c[t] + L, ip + c[t] + L, c[t + 1] - c[t] - L, 1, m)
+
+
+cdef void _ent_sum4(const real* pp, const real* gp, const index_t* ip, const Py_ssize_t* c,
+                    real* d) noexcept nogil:
+    """d[r] += p[k] (gp NULL: _ent_sum) or d[r] += g[k] * p[k] (_ent_dot, p = y) over
+    sorted entries split in the parts c, H = 1: one entry of each part per step
+    (each segment's sum in its order: the same bits, as _ent_max4)."""
+    cdef Py_ssize_t L = _ent_common(c), j, t, q0, q1, q2, q3
+    cdef const real* p0 = pp + c[0]
+    cdef const real* p1 = pp + c[1]
+    cdef const real* p2 = pp + c[2]
+    cdef const real* p3 = pp + c[3]
+    cdef const index_t* i0 = ip + c[0]
+    cdef const index_t* i1 = ip + c[1]
+    cdef const index_t* i2 = ip + c[2]
+    cdef const index_t* i3 = ip + c[3]
+    cdef const real* g0
+    cdef const real* g1
+    cdef const real* g2
+    cdef const real* g3
+    if gp == NULL:
+        for j in range(L):
+            q0 = <Py_ssize_t>i0[j]
+            q1 = <Py_ssize_t>i1[j]
+            q2 = <Py_ssize_t>i2[j]
+            q3 = <Py_ssize_t>i3[j]
+            d[q0] += p0[j]
+            d[q1] += p1[j]
+            d[q2] += p2[j]
+            d[q3] += p3[j]
+        for t in range(ENT_STREAMS):
+            _ent_sum(pp + c[t] + L, ip + c[t] + L, c[t + 1] - c[t] - L, 1, d)
+        return
+    g0 = gp + c[0]
+    g1 = gp + c[1]
+    g2 = gp + c[2]
+    g3 = gp + c[3]
+    for j in range(L):
+        q0 = <Py_ssize_t>i0[j]
+        q1 = <Py_ssize_t>i1[j]
+        q2 = <Py_ssize_t>i2[j]
+        q3 = <Py_ssize_t>i3[j]
+        d[q0] += g0[j] * p0[j]
+        d[q1] += g1[j] * p1[j]
+        d[q2] += g2[j] * p2[j]
+        d[q3] += g3[j] * p3[j]
+    for t in range(ENT_STREAMS):
+        _ent_dot(pp + c[t] + L, gp + c[t] + L, ip + c[t] + L, c[t + 1] - c[t] - L, 1, d)
+
+
+cdef void _ent_exp1(const real* sp, const index_t* ip, Py_ssize_t n, const real* m,
+                    real* ex) noexcept nogil:
+    """ex[k] = exp(s[k] - m[r]) over the entries k < n (H = 1), in blocks through
+    _exp_block: _ent_expsum's exponentials, without its sums (ex may be sp)."""
+    cdef Py_ssize_t k, k0, k1
+    cdef real buf[SEG_BUF]
+    k0 = 0
+    while k0 < n:
+        k1 = k0 + SEG_BUF if k0 + SEG_BUF < n else n
+        for k in range(k0, k1):
+            buf[k - k0] = sp[k] - m[<Py_ssize_t>ip[k]]
+        _exp_block(buf, k1 - k0)
+        for k in range(k0, k1):
+            ex[k] = buf[k - k0]
+        k0 = k1
+
+
 cdef void _ent_state(bint backward, const real* a, const real* b, const index_t* ip,
                      Py_ssize_t n, Py_ssize_t H, real* m, real* z, real* ex, Py_ssize_t lo,
-                     Py_ssize_t hi) noexcept nogil:
+                     Py_ssize_t hi, const Py_ssize_t* cuts=NULL) noexcept nogil:
     """The state of segments [lo, hi) from their n entries (in increasing position):
     forward, the max in m, 1 / sum(exp(s - max)) in z (0 stays 0) and each entry's
     exp(s - max) in ex; backward, sum(g * y) in m (from a = y and b = g, or from
-    a = the products g * y when b is NULL)."""
+    a = the products g * y when b is NULL).  ``cuts`` (H = 1, sorted entries):
+    their parts (_ent_stream_cuts), run interleaved; the same bits."""
     cdef Py_ssize_t k
     if backward:
         for k in range(lo * H, hi * H):
             m[k] = 0
-        if b != NULL:
+        if cuts != NULL:
+            if b != NULL:
+                _ent_sum4(a, b, ip, cuts, m)
+            else:
+                _ent_sum4(a, NULL, ip, cuts, m)
+        elif b != NULL:
             _ent_dot(a, b, ip, n, H, m)
         else:
             _ent_sum(a, ip, n, H, m)
@@ -705,8 +827,13 @@ cdef void _ent_state(bint backward, const real* a, const real* b, const index_t*
     for k in range(lo * H, hi * H):
         m[k] = -INFINITY
         z[k] = 0
-    _ent_max(a, ip, n, H, m)
-    _ent_expsum(a, ip, n, H, m, z, ex)
+    if cuts != NULL:
+        _ent_max4(a, ip, cuts, m)
+        _ent_exp1(a, ip, n, m, ex)
+        _ent_sum4(ex, NULL, ip, cuts, z)
+    else:
+        _ent_max(a, ip, n, H, m)
+        _ent_expsum(a, ip, n, H, m, z, ex)
     for k in range(lo * H, hi * H):
         if z[k] != 0:
             z[k] = 1 / z[k]
@@ -907,20 +1034,33 @@ cdef void _ent_team(bint backward, const real* a, const real* b, const index_t* 
 
 cdef void _ent_chunk(bint backward, const real* a, const real* b, const index_t* ip,
                      Py_ssize_t e0, Py_ssize_t e1, Py_ssize_t lo, Py_ssize_t hi,
-                     Py_ssize_t N, Py_ssize_t H, real* op, real* state) noexcept nogil:
+                     Py_ssize_t N, Py_ssize_t H, real* op, real* state,
+                     bint is_sorted=False) noexcept nogil:
     """The one-thread entry-order passes over entries [e0, e1), whose segments
     lie in [lo, hi) and hold no other entry (all of them on one thread; a chunk
     of sorted indices cut between two segments): their state in ``state``'s
-    rows [lo, hi), the outputs at the entries' positions."""
+    rows [lo, hi), the outputs at the entries' positions.  ``is_sorted``: the
+    entries' indices never descend (one head: the passes then run on interleaved
+    parts, _ent_stream_cuts; a false word gives wrong values, never an access
+    outside the state)."""
     cdef real* z = state + N * H
     cdef Py_ssize_t n = e1 - e0
+    cdef Py_ssize_t c[ENT_STREAMS + 1]
+    cdef const Py_ssize_t* cuts = NULL
     if n <= 0:
         return
+    if is_sorted and H == 1 and n >= ENT_STREAMS_MIN:
+        # one score per entry, sorted: each segment's maxima and sums are a chain
+        # of dependent steps through its state, so split the chunk in parts run
+        # interleaved (their chains overlap)
+        _ent_stream_cuts(ip + e0, n, c)
+        cuts = c
     if backward:
-        _ent_state(True, a + e0 * H, b + e0 * H, ip + e0, n, H, state, z, NULL, lo, hi)
+        _ent_state(True, a + e0 * H, b + e0 * H, ip + e0, n, H, state, z, NULL, lo, hi, cuts)
         _ent_bwd_write(a + e0 * H, b + e0 * H, ip + e0, H, state, op + e0 * H, 0, n)
     else:   # the exponentials kept in the output, scaled in place
-        _ent_state(False, a + e0 * H, NULL, ip + e0, n, H, state, z, op + e0 * H, lo, hi)
+        _ent_state(False, a + e0 * H, NULL, ip + e0, n, H, state, z, op + e0 * H, lo, hi,
+                   cuts)
         _ent_write(ip + e0, H, z, op + e0 * H, op + e0 * H, 0, n, NULL, 1, NULL)
 
 
@@ -953,7 +1093,7 @@ cdef int _ent_chunk_runs(bint backward, const real* a, const real* b, const inde
         free(rid)
         return -1
     _ent_chunk(backward, a + e0 * H, NULL if b == NULL else b + e0 * H, rid, 0, n, 0, nr,
-               nr, H, op + e0 * H, st)
+               nr, H, op + e0 * H, st, True)
     free(st)
     free(rid)
     return 0
@@ -1017,12 +1157,12 @@ cdef int _softmax_by_entries(bint backward, const real* a, const real* b, const 
             e1 = _sorted_cut(ip, E, t + 1, T)
             if e1 > e0:
                 _ent_chunk(backward, a, b, ip, e0, e1, <Py_ssize_t>ip[e0],
-                           <Py_ssize_t>ip[e1 - 1] + 1, N, H, op, state)
+                           <Py_ssize_t>ip[e1 - 1] + 1, N, H, op, state, True)
         free(state)
         return 0
     if T == 1:
         _mark_seen()
-        _ent_chunk(backward, a, b, ip, 0, E, 0, N, N, H, op, state)
+        _ent_chunk(backward, a, b, ip, 0, E, 0, N, N, H, op, state, is_sorted)
         free(state)
         return 0
     # the index copies, then the values from a 64-byte boundary: int32 copies of an

@@ -251,6 +251,34 @@ def test_softmax_state_by_run_small(dtype, H):
     np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 2)), bits(ref))
 
 
+@pytest.mark.valgrind
+@pytest.mark.parametrize("layout", ["short segments", "hub", "one segment"])
+def test_softmax_sorted_one_head_streams(dtype, layout):
+    """Sorted indices, one score per entry: a chunk of at least 1,024 entries runs
+    in four interleaved parts cut between segments (_ent_stream_cuts), on 1 and 2
+    threads; the CSR kernels' bits, a NaN, -inf and signed zeros included, with
+    parts of unequal length (the tails) and a segment longer than a part."""
+    rng = np.random.default_rng(17)
+    E, N = 2600, 700
+    if layout == "short segments":
+        idx = np.sort(rng.integers(0, N, E))
+    elif layout == "hub":
+        idx = np.sort(np.concatenate([rng.integers(0, N, E // 2), np.full(E - E // 2, 9)]))
+    else:
+        idx = np.full(E, 4)
+    s = rng.standard_normal((E, 1)).astype(dtype)
+    s[7, 0], s[E - 3, 0] = np.nan, -np.inf
+    k = E // 3 + int(np.flatnonzero(idx[E // 3:-1] == idx[E // 3 + 1:])[0])
+    seg = np.flatnonzero(idx == idx[k])       # a segment of 2+ entries: max -0.0 then +0.0
+    s[seg, 0] = -np.abs(s[seg, 0]) - 1
+    s[seg[:2], 0] = [-0.0, 0.0]
+    g = rng.standard_normal((E, 1)).astype(dtype)
+    plan = rtx.IndexPlan(idx, N)
+    assert plan._is_sorted()
+    ref = softmax_kernels_agree(s, g, plan, N, 1)
+    np.testing.assert_array_equal(bits(softmax_kernels_agree(s, g, plan, N, 2)), bits(ref))
+
+
 @pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
 def test_softmax_entry_kernels_with_a_smaller_team_than_asked():
     """OpenMP may give a region fewer threads than the kernel's T (here
