@@ -82,17 +82,17 @@ def _softmax_kernel(plan: Any, rows: np.ndarray, threads: int, backward: bool) -
     - ``"sorted"``: indices that never descend (a plan's cached count): the
       entry-order passes, each thread on its own chunk of positions cut between
       segments (no grouping, no buckets; vectorised exponentials across
-      segments).  Short segments gain most (E = 899,141 over 400,000 segments,
-      H = 4, 2 threads: forward 12.5 -> 5.4 ms, backward 5.4 -> 2.9 ms); only the
-      H = 1 forward over long segments keeps the grouped kernel once the plan
-      has its grouping, whose contiguous runs are as fast (E = 1M over 100k:
-      3.4 against 3.65 ms; building the grouping for it costs ~2 ms);
+      segments; one score per entry: four interleaved parts per chunk).  Short
+      segments gain most (E = 899,141 over 400,000 segments, H = 4, 2 threads:
+      forward 12.5 -> 5.4 ms, backward 5.4 -> 2.9 ms); with the interleaved parts
+      the H = 1 forward is also as fast as the grouped kernel's contiguous runs
+      when the plan has its grouping (E = 10^6 sorted, 2 threads, alternating:
+      3.4 against 5.3 ms over 100,000 segments, 2.8 against 2.8 over 1,000);
     - ``"entries"``: narrow rows in random order (no grouping needed, entries
       bucketed by the thread owning their segment);
     - ``"csr"``: over the CSR grouping (wide rows in random order, nearly ordered
       indices: each segment's entries walked while in cache)."""
-    if plan._is_sorted() and (backward or rows.shape[1] > 1 or not plan.is_grouped
-                              or len(plan) < 4 * plan.num_rows):
+    if plan._is_sorted():
         return "sorted"
     if softmax_entry_mode(rows.shape[1], rows.itemsize, threads, backward) and \
             not plan.is_ordered():

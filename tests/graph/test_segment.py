@@ -353,8 +353,8 @@ def test_softmax_float32_exp_accuracy_and_limits(threads):
 def test_index_plan_is_ordered_and_the_softmax_kernel_it_picks():
     """is_ordered: at most one descent per 16 indices (ascending, or ascending with
     self-loops appended); _is_sorted: none.  Sorted plans take the entry-order
-    passes on chunks ("sorted"; an H = 1 forward over long segments the grouped
-    kernel once the plan has its grouping), nearly ordered ones the grouped kernel,
+    passes on chunks ("sorted", also once the plan has its grouping: the one-head
+    forward's interleaved parts are as fast), nearly ordered ones the grouped kernel,
     random narrow ones the entry-order kernel: the values equal the reference
     every way."""
     from rtx.backend.segment import _softmax_kernel
@@ -379,8 +379,8 @@ def test_index_plan_is_ordered_and_the_softmax_kernel_it_picks():
         np.testing.assert_allclose(out, ref_softmax(x.reshape(-1, 1), idx, N)[:, 0],
                                    rtol=1e-5, atol=1e-7)
     plan = rtx.IndexPlan(srt, N)
-    plan.csr()                                       # grouped: H = 1 forward on its runs
-    assert _softmax_kernel(plan, s[:2000].reshape(-1, 1), 2, False) == "csr"
+    plan.csr()                                       # grouped: still the sorted passes
+    assert _softmax_kernel(plan, s[:2000].reshape(-1, 1), 2, False) == "sorted"
     assert _softmax_kernel(plan, s[:2000].reshape(-1, 1), 2, True) == "sorted"
     assert _softmax_kernel(plan, s[:2000].reshape(-1, 2), 2, False) == "sorted"
 
