@@ -33,8 +33,6 @@ cdef extern from *:
     typedef float rtx_v8f __attribute__((vector_size(32)));
     typedef float rtx_v4f __attribute__((vector_size(16)));
     typedef double rtx_v4d __attribute__((vector_size(32)));
-    #endif
-    #if defined(__GNUC__) || defined(__clang__)
     #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
     #define rtx_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 1)
     #else

@@ -610,6 +610,24 @@ cdef void _ent_max(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H
             m[q + j] = _max_nan(m[q + j], sp[k * H + j])
 
 
+cdef void _ent_exp1(const real* sp, const index_t* ip, Py_ssize_t n, const real* m,
+                    real* ex) noexcept nogil:
+    """ex[k] = exp(s[k] - m[r]) over the entries k < n (H = 1, ex may be sp): in
+    blocks, the shifted scores side by side, exponentiated in one vectorised loop
+    (_exp_block); the sums are the caller's (_ent_expsum, _ent_sum4)."""
+    cdef Py_ssize_t k, k0, k1
+    cdef real buf[SEG_BUF]
+    k0 = 0
+    while k0 < n:
+        k1 = k0 + SEG_BUF if k0 + SEG_BUF < n else n
+        for k in range(k0, k1):
+            buf[k - k0] = sp[k] - m[<Py_ssize_t>ip[k]]
+        _exp_block(buf, k1 - k0)
+        for k in range(k0, k1):
+            ex[k] = buf[k - k0]
+        k0 = k1
+
+
 cdef void _ent_expsum(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H,
                       const real* m, real* z, real* ex) noexcept nogil:
     """ex[k] = exp(s[k] - m[r]) and z[r] += ex[k] over the entries k < n, in order
@@ -632,13 +650,9 @@ cdef void _ent_expsum(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_
     while k0 < n:
         k1 = k0 + kb if k0 + kb < n else n
         if H == 1:
+            _ent_exp1(sp + k0, ip + k0, k1 - k0, m, ex + k0)
             for k in range(k0, k1):
-                buf[k - k0] = sp[k] - m[<Py_ssize_t>ip[k]]
-            _exp_block(buf, k1 - k0)
-            for k in range(k0, k1):
-                v = buf[k - k0]
-                ex[k] = v
-                z[<Py_ssize_t>ip[k]] += v
+                z[<Py_ssize_t>ip[k]] += ex[k]
         else:
             i = 0
             for k in range(k0, k1):
@@ -785,23 +799,6 @@ cdef void _ent_sum4(const real* pp, const real* gp, const index_t* ip, const Py_
         _ent_dot(pp + c[t] + L, gp + c[t] + L, ip + c[t] + L, c[t + 1] - c[t] - L, 1, d)
 
 
-cdef void _ent_exp1(const real* sp, const index_t* ip, Py_ssize_t n, const real* m,
-                    real* ex) noexcept nogil:
-    """ex[k] = exp(s[k] - m[r]) over the entries k < n (H = 1), in blocks through
-    _exp_block: _ent_expsum's exponentials, without its sums (ex may be sp)."""
-    cdef Py_ssize_t k, k0, k1
-    cdef real buf[SEG_BUF]
-    k0 = 0
-    while k0 < n:
-        k1 = k0 + SEG_BUF if k0 + SEG_BUF < n else n
-        for k in range(k0, k1):
-            buf[k - k0] = sp[k] - m[<Py_ssize_t>ip[k]]
-        _exp_block(buf, k1 - k0)
-        for k in range(k0, k1):
-            ex[k] = buf[k - k0]
-        k0 = k1
-
-
 cdef void _ent_state(bint backward, const real* a, const real* b, const index_t* ip,
                      Py_ssize_t n, Py_ssize_t H, real* m, real* z, real* ex, Py_ssize_t lo,
                      Py_ssize_t hi, const Py_ssize_t* cuts=NULL) noexcept nogil:
@@ -815,10 +812,7 @@ cdef void _ent_state(bint backward, const real* a, const real* b, const index_t*
         for k in range(lo * H, hi * H):
             m[k] = 0
         if cuts != NULL:
-            if b != NULL:
-                _ent_sum4(a, b, ip, cuts, m)
-            else:
-                _ent_sum4(a, NULL, ip, cuts, m)
+            _ent_sum4(a, b, ip, cuts, m)    # (b NULL: a holds the products)
         elif b != NULL:
             _ent_dot(a, b, ip, n, H, m)
         else:

@@ -623,15 +623,16 @@ def owned_binary(ufunc, a, b, Py_ssize_t max_size):
     threaded path: numpy warns on ``x / 0``).  A scalar takes the loops only
     where numpy's cast to the array's dtype is exact or warning-free
     (``_scalar_value``)."""
-    cdef cnp.ndarray x, y
+    cdef cnp.ndarray x
+    cdef cnp.ndarray y = None      # the second array (None: a scalar operand)
     cdef object d
     cdef int op = _arith_code(ufunc)
-    cdef bint rev = False, single
+    cdef bint rev = False, loops
     cdef double v = 0.0
     cdef Py_ssize_t n
     tb = type(b)
     if type(a) is not cnp.ndarray:
-        # a Python number first (the reflected operators: 2 - x, 1 / x)
+        # a Python number first (the reflected operators: 2 - x, 1 / x): loops only
         if op < 0 or tb is not cnp.ndarray:
             return None
         x = <cnp.ndarray>b
@@ -650,40 +651,33 @@ def owned_binary(ufunc, a, b, Py_ssize_t max_size):
             if (<object>cnp.PyArray_DESCR(y) is not d or not cnp.PyArray_SAMESHAPE(x, y)
                     or cnp.PyArray_SIZE(x) >= max_size):
                 return None
-            if op < 0 or not (cnp.PyArray_IS_C_CONTIGUOUS(x)
-                              and cnp.PyArray_IS_C_CONTIGUOUS(y)):
-                out = _storage_like(x)
-                ufunc(a, b, out)
-                return out
-            out = _storage_like(x)
-            n = cnp.PyArray_SIZE(x)
-            with nogil:   # (out is private; x and y's pointers and size read above)
-                if d is _ST_F32:
-                    rtx_arith_f32(op, <float*>cnp.PyArray_DATA(out),
-                                  <const float*>cnp.PyArray_DATA(x),
-                                  <const float*>cnp.PyArray_DATA(y), n)
-                else:
-                    rtx_arith_f64(op, <double*>cnp.PyArray_DATA(out),
-                                  <const double*>cnp.PyArray_DATA(x),
-                                  <const double*>cnp.PyArray_DATA(y), n)
-            return out
-        if tb is not float and tb is not int:
+            loops = op >= 0 and cnp.PyArray_IS_C_CONTIGUOUS(y)
+        elif tb is float or tb is int:
+            loops = op >= 0 and _scalar_value(b, d is _ST_F32, &v)
+        else:
             return None
-        if (op < 0 or not cnp.PyArray_IS_C_CONTIGUOUS(x)
-                or not _scalar_value(b, d is _ST_F32, &v)):
+        if not (loops and cnp.PyArray_IS_C_CONTIGUOUS(x)):
             out = _storage_like(x)
             ufunc(a, b, out)
             return out
     out = _storage_like(x)
     n = cnp.PyArray_SIZE(x)
-    single = cnp.PyArray_TYPE(x) == cnp.NPY_FLOAT32
-    with nogil:
-        if single:
-            rtx_arith_scalar_f32(op, rev, <float*>cnp.PyArray_DATA(out),
-                                 <const float*>cnp.PyArray_DATA(x), <float>v, n)
-        else:
+    with nogil:   # (out is private; the operands' pointers and size read above)
+        if d is _ST_F32:
+            if y is None:
+                rtx_arith_scalar_f32(op, rev, <float*>cnp.PyArray_DATA(out),
+                                     <const float*>cnp.PyArray_DATA(x), <float>v, n)
+            else:
+                rtx_arith_f32(op, <float*>cnp.PyArray_DATA(out),
+                              <const float*>cnp.PyArray_DATA(x),
+                              <const float*>cnp.PyArray_DATA(y), n)
+        elif y is None:
             rtx_arith_scalar_f64(op, rev, <double*>cnp.PyArray_DATA(out),
                                  <const double*>cnp.PyArray_DATA(x), v, n)
+        else:
+            rtx_arith_f64(op, <double*>cnp.PyArray_DATA(out),
+                          <const double*>cnp.PyArray_DATA(x),
+                          <const double*>cnp.PyArray_DATA(y), n)
     return out
 
 
