@@ -18,12 +18,19 @@ threadpoolctl finds (OpenBLAS, MKL) to one thread, the last to leave restores
 the user's setting.  A numpy matmul the user runs in another thread at that
 moment runs on one thread too; nothing else changes.  Without threadpoolctl, or
 with a BLAS it cannot set, the scope does nothing (rtx then runs as before).
+
+A BLAS can be loaded after rtx's first look (``import scipy.linalg`` brings its
+own OpenBLAS beside numpy's).  Such a load comes with an import, so an
+outermost scope that sees ``sys.modules`` grown since the last look asks
+threadpoolctl again (a few milliseconds, once per batch of imports; a training
+loop imports nothing and pays one ``len``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -38,8 +45,10 @@ BLAS_THREADED_MIN = 1 << 16
 
 _lock = threading.Lock()
 _libs: list[tuple[Any, Any]] | None = None   # (get, set) per library; [] when none
+_seen = -1                                    # len(sys.modules) at the last look
 _depth = 0
-_saved: list[int] = []
+_held: list[tuple[Any, Any]] = []             # the libraries the open scope holds
+_saved: list[int] = []                        # and their thread counts before it
 
 # getter / setter names by threadpoolctl's internal_api, tried with the symbol
 # affixes of the scipy-openblas builds numpy's wheels ship (scipy_..._64_ / 64_)
@@ -80,7 +89,8 @@ def _find() -> list[tuple[Any, Any]]:
                 break
     if found:
         _OPENBLAS[:] = openblas
-        _bind_team_gemm(openblas)
+        if _numpy_openblas(openblas) != _team_lib:   # bound once, not per look
+            _bind_team_gemm(openblas)
     return found
 
 
@@ -97,6 +107,7 @@ def _find() -> list[tuple[Any, Any]]:
 # the pieces, as before.  ``RTX_TEAM_GEMM=0`` turns it off.
 TEAM_GEMM = False
 _OPENBLAS: list[tuple[str, str, str]] = []    # what _find saw: (path, prefix, suffix)
+_team_lib: tuple[str, str, str] | None = None  # the one _bind_team_gemm chose last
 
 
 def _numpy_openblas(openblas: list[tuple[str, str, str]]) -> tuple[str, str, str] | None:
@@ -111,11 +122,11 @@ def _numpy_openblas(openblas: list[tuple[str, str, str]]) -> tuple[str, str, str
 
 
 def _bind_team_gemm(openblas: list[tuple[str, str, str]]) -> None:
-    global TEAM_GEMM
+    global TEAM_GEMM, _team_lib
     TEAM_GEMM = False
     if os.environ.get("RTX_TEAM_GEMM", "1") == "0":
         return
-    lib = _numpy_openblas(openblas)
+    lib = _team_lib = _numpy_openblas(openblas)
     if lib is None or not gemm_bind(*lib):
         return
     # a product whose pieces are real GEMMs, checked bit for bit against np.matmul
@@ -136,11 +147,13 @@ def _bind_team_gemm(openblas: list[tuple[str, str, str]]) -> None:
 
 
 def _libraries() -> list[tuple[Any, Any]]:
-    global _libs
-    if _libs is None:
-        with _lock:
-            if _libs is None:
-                _libs = _find()
+    """The BLAS libraries to hold, looked up again when modules were imported
+    since the last look (called with ``_lock`` held, outside any scope)."""
+    global _libs, _seen
+    n = len(sys.modules)
+    if _libs is None or n != _seen:
+        _libs = _find()
+        _seen = n
     return _libs
 
 
@@ -151,29 +164,26 @@ class _SingleThreadedBlas:
     __slots__ = ()
 
     def __enter__(self) -> None:
-        global _depth, _saved
-        libs = _libraries()
-        if libs:
-            with _lock:
-                if _depth == 0:
-                    _saved = [get() for get, _ in libs]
-                    for (_, put), n in zip(libs, _saved, strict=True):
-                        if n != 1:
-                            put(1)
-                _depth += 1
+        global _depth, _held, _saved
+        with _lock:
+            if _depth == 0:
+                _held = _libraries()
+                _saved = [get() for get, _ in _held]
+                for (_, put), n in zip(_held, _saved, strict=True):
+                    if n != 1:
+                        put(1)
+            _depth += 1
 
     def __exit__(self, *exc: object) -> None:
         global _depth
-        libs = _libraries()
-        if libs:
-            with _lock:
-                _depth -= 1
-                if _depth == 0:
-                    _restore(libs)
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                _restore()
 
 
-def _restore(libs: list[tuple[Any, Any]]) -> None:
-    for (_, put), n in zip(libs, _saved, strict=True):
+def _restore() -> None:
+    for (_, put), n in zip(_held, _saved, strict=True):
         if n != 1:
             put(n)
 
@@ -308,14 +318,15 @@ def _group(tasks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
 def blas_controlled() -> bool:
     """Whether rtx can run BLAS single-threaded here (threadpoolctl found a BLAS
     whose thread count it can set)."""
-    return bool(_libraries())
+    with _lock:
+        return bool(_libs if _depth else _libraries())
 
 
 def _after_fork_in_child() -> None:
     # the forking thread may have been inside a scope: restore BLAS in the child
     global _depth, _lock, _pool
-    if _depth and _libs:
-        _restore(_libs)
+    if _depth:
+        _restore()
     _depth = 0
     _lock = threading.Lock()
     _pool = None

@@ -114,6 +114,56 @@ def test_blas_threads_are_restored_after_rtx_matmul(threads):
         assert _blas_threads() == before
 
 
+def test_a_blas_loaded_after_the_first_matmul_is_held_too():
+    """``import scipy.linalg`` after rtx's first matmul loads a second OpenBLAS
+    (scipy's own): rtx's next matmul holds it at one thread as well, and gives it
+    back its setting after."""
+    pytest.importorskip("scipy")
+    code = """if True:
+        import threadpoolctl
+        import rtx
+        from rtx.backend import _matmul
+
+        def counts():
+            return {p["filepath"]: p["num_threads"]
+                    for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"}
+
+        rtx.set_num_threads(2)
+        a = rtx.randn(3000, 200, seed=0)
+        a @ a.T                         # rtx looks at the BLAS libraries here
+        if not _matmul.blas_controlled():
+            raise SystemExit("SKIP no BLAS whose threads threadpoolctl can set")
+        first = set(counts())
+        import scipy.linalg  # noqa: F401
+        if set(counts()) == first:
+            raise SystemExit("SKIP scipy shares numpy's BLAS here")
+        seen = []
+        orig_group, orig_split = _matmul._group, _matmul.gemm_split
+
+        def group(*args):
+            seen.append(counts())
+            return orig_group(*args)
+
+        def split(*args):
+            seen.append(counts())
+            return orig_split(*args)
+
+        _matmul._group, _matmul.gemm_split = group, split
+        with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+            before = counts()
+            a @ a.T
+            after = counts()
+        assert seen and all(set(c) == set(before) and set(c.values()) == {1}
+                            for c in seen), (seen, before)
+        assert after == before and set(before.values()) == {2}, (before, after)
+        print("OK")
+    """
+    r = run_child(code)
+    if r.returncode and "SKIP" in r.stderr:
+        pytest.skip(r.stderr.strip())
+    assert r.returncode == 0 and r.stdout.strip() == "OK", r.stderr
+
+
 def test_concurrent_matmuls_restore_the_user_setting(threads):
     if not _matmul.blas_controlled():
         pytest.skip("no BLAS whose threads threadpoolctl can set")
