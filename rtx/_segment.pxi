@@ -1086,8 +1086,10 @@ cdef int _ent_chunk_runs(bint backward, const real* a, const real* b, const inde
     if st == NULL:
         free(rid)
         return -1
-    _ent_chunk(backward, a + e0 * H, NULL if b == NULL else b + e0 * H, rid, 0, n, 0, nr,
-               nr, H, op + e0 * H, st, True)
+    cdef const real* bb = NULL     # (an if, not a ternary: Cython's temporary drops const)
+    if b != NULL:
+        bb = b + e0 * H
+    _ent_chunk(backward, a + e0 * H, bb, rid, 0, n, 0, nr, nr, H, op + e0 * H, st, True)
     free(st)
     free(rid)
     return 0

@@ -658,7 +658,8 @@ def owned_binary(ufunc, a, b, Py_ssize_t max_size):
             return None
         if not (loops and cnp.PyArray_IS_C_CONTIGUOUS(x)):
             out = _storage_like(x)
-            ufunc(a, b, out)
+            # (out a keyword: numpy 2 deprecates maximum's third positional argument)
+            ufunc(a, b, out=out)
             return out
     out = _storage_like(x)
     n = cnp.PyArray_SIZE(x)

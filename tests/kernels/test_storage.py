@@ -478,6 +478,34 @@ def test_owned_binary_arithmetic_raises_no_floating_point_warning(dt):
         np.testing.assert_array_equal(_bits(out), _bits(ref))
 
 
+@pytest.mark.parametrize("ufunc", [np.maximum, np.minimum, np.add, np.subtract,
+                                   np.multiply, np.true_divide, np.power, np.arctan2])
+@pytest.mark.parametrize("b_kind", ["array", "float", "strided"])
+def test_owned_binary_calls_the_ufunc_without_deprecated_arguments(ufunc, b_kind):
+    """Operands the loops do not take go to the ufunc with ``out=`` as a keyword:
+    numpy 2 deprecates a third positional argument of ``maximum`` / ``minimum``
+    (``rtx.minimum(a, b)`` warned)."""
+    x = np.array([[1.0, -2.0, 0.5], [3.0, -0.25, 2.0]], np.float32)
+    b = {"array": x[::-1].copy(), "float": 1.5, "strided": x[:, ::-1]}[b_kind]
+    x_in = x if b_kind != "strided" else x[::-1]     # also a non-contiguous first operand
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            out = _kernels.owned_binary(ufunc, x_in, b, 1 << 20)
+            ref = ufunc(x_in, b)
+    if out is not None:
+        np.testing.assert_array_equal(_bits(out), _bits(ref))
+
+
+def test_minimum_and_maximum_faces_do_not_warn():
+    a, b = rtx.randn(3, 4, seed=0), rtx.randn(3, 4, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = rtx.minimum(a, b).numpy(), rtx.maximum(a, b).numpy()
+    np.testing.assert_array_equal(lo, np.minimum(a.numpy(), b.numpy()))
+    np.testing.assert_array_equal(hi, np.maximum(a.numpy(), b.numpy()))
+
+
 class _Sub(np.ndarray):
     pass
 
