@@ -84,20 +84,49 @@ cdef Py_ssize_t _copy_check(const index_t* src, index_t* dst, Py_ssize_t m,
     return bad
 
 
-def snapshot_indices(const index_t[::1] idx, Py_ssize_t n):
+cdef Py_ssize_t _copy_check_parts(const index_t* src, index_t* dst, Py_ssize_t m,
+                                  uint64_t un, bint check, int threads) noexcept nogil:
+    """``_copy_check`` in ``threads`` consecutive parts, one per thread: the same
+    copy and the same answer (the first part with a bad index holds the first
+    one).  -2 when the parts' results cannot be allocated (nothing done)."""
+    cdef Py_ssize_t t, a
+    cdef Py_ssize_t* res = <Py_ssize_t*>malloc(<size_t>threads * sizeof(Py_ssize_t))
+    if res == NULL:
+        return -2
+    for t in prange(threads, num_threads=threads, schedule="static"):
+        a = m * t // threads
+        res[t] = _copy_check(src + a, dst + a, m * (t + 1) // threads - a, un, check)
+    a = -1
+    for t in range(threads):
+        if res[t] >= 0:
+            a = m * t // threads + res[t]
+            break
+    free(res)
+    return a
+
+
+def snapshot_indices(const index_t[::1] idx, Py_ssize_t n, int threads=1):
     #: -> tuple[_Index, int]
+    #: threads: int
     """``(snap, bad)``: a private read-only copy of ``idx`` (a numpy array over an
     ``IndexSnapshot``) and the first position of the copy outside ``[0, n)``,
     or -1.  The check reads the copy, never ``idx`` again.  ``n < 0``: copy
-    only (``bad`` is -1)."""
+    only (``bad`` is -1).  ``threads``: how many threads share the work, one
+    part each (the same result; the caller decides when it pays:
+    ``rtx.backend._index_check.snapshot_threads``)."""
     cdef Py_ssize_t m = idx.shape[0]
-    cdef Py_ssize_t bad = -1
+    cdef Py_ssize_t bad = -2
     cdef uint64_t un = <uint64_t>n if n > 0 else 0
     cdef IndexSnapshot mem = IndexSnapshot(m * <Py_ssize_t>sizeof(index_t))
     cdef index_t* dst = <index_t*>mem._st.ptr
     if m > 0:
         with nogil:
-            bad = _copy_check(&idx[0], dst, m, un, n >= 0)
+            if threads > 1 and m >= threads:
+                bad = _copy_check_parts(&idx[0], dst, m, un, n >= 0, threads)
+            if bad == -2:
+                bad = _copy_check(&idx[0], dst, m, un, n >= 0)
+    else:
+        bad = -1
     if index_t is int32_t:
         dt = _np_snap.int32
     else:

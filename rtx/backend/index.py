@@ -45,7 +45,7 @@ from .._threads import get_num_threads
 from ._family import Family, host_body
 from ._host import check_output
 from ._index_check import INDEX_DTYPES as INDEX_DTYPES  # re-exported: the index contract
-from ._index_check import _index_error, as_index_array, check_bounds
+from ._index_check import _index_error, as_index_array, check_bounds, snapshot_threads
 from .index_plan import IndexPlan
 
 
@@ -65,7 +65,7 @@ def snapshot(idx: np.ndarray, n: int, op: str) -> np.ndarray:
     if is_index_snapshot(idx):
         check_bounds(idx, n, op)
         return idx
-    snap, bad = snapshot_indices(idx, min(n, sys.maxsize))
+    snap, bad = snapshot_indices(idx, min(n, sys.maxsize), snapshot_threads(idx.shape[0]))
     if bad >= 0:
         raise _index_error(op, bad, int(snap[bad]), n)
     return snap
@@ -80,7 +80,7 @@ def freeze_indices(indices: Any, op: str) -> np.ndarray:
     arr = as_index_array(indices, op)
     if is_index_snapshot(arr):
         return arr
-    return snapshot_indices(arr, -1)[0]
+    return snapshot_indices(arr, -1, snapshot_threads(arr.shape[0]))[0]
 
 
 def check_num_rows(num_rows: Any) -> int:

@@ -50,7 +50,7 @@ from .._kernels import (
     memeq,
     snapshot_indices,
 )
-from ._index_check import _index_error, as_index_array
+from ._index_check import _index_error, as_index_array, snapshot_threads
 
 
 def _owned(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -107,7 +107,7 @@ class IndexPlan:
         """The one bounds check: an immutable snapshot of ``arr`` (its buffer refuses
         writers), checked after the copy, so no other thread can change what was
         checked."""
-        own, bad = snapshot_indices(arr, min(n, sys.maxsize))
+        own, bad = snapshot_indices(arr, min(n, sys.maxsize), snapshot_threads(arr.shape[0]))
         if bad >= 0:
             raise _index_error(op, bad, int(own[bad]), n)
         self._idx = own
@@ -302,7 +302,8 @@ class IndexPlan:
 def _derived(arr: np.ndarray, n: int) -> IndexPlan:
     """A plan of indices derived from checked ones (each in ``[0, n)`` by
     construction): a private snapshot, no second bounds check."""
-    return IndexPlan._trusted(snapshot_indices(np.ascontiguousarray(arr), -1)[0], n)
+    arr = np.ascontiguousarray(arr)
+    return IndexPlan._trusted(snapshot_indices(arr, -1, snapshot_threads(arr.shape[0]))[0], n)
 
 
 def _plan_prefix(plan: IndexPlan, m: int, n: int, what: str) -> IndexPlan:

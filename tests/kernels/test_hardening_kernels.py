@@ -101,8 +101,9 @@ def test_kernels_read_a_private_copy_checked_after_copying(itype):
         np.testing.assert_array_equal(out, x[[0, 2, 1]])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("itype", [np.int32, np.int64])
-def test_snapshot_check_judges_exactly_the_copied_values(itype):
+def test_snapshot_check_judges_exactly_the_copied_values(itype, threads):
     """While another thread flips entries between valid and out of range, the
     verdict of ``snapshot_indices`` must describe the copy it returns: no bad
     value in a snapshot reported clean, and the reported position is the first
@@ -125,7 +126,7 @@ def test_snapshot_check_judges_exactly_the_copied_values(itype):
         import time
         t_end = time.perf_counter() + 2.0
         while time.perf_counter() < t_end:
-            snap, bad = _kernels.snapshot_indices(idx, n)
+            snap, bad = _kernels.snapshot_indices(idx, n, threads)
             if bad < 0:
                 assert int(snap.max()) < n, "a bad value in a snapshot reported clean"
                 seen["clean"] += 1
@@ -183,6 +184,50 @@ def test_snapshot_reports_the_first_bad_index_of_the_copy(itype):
         assert np.array_equal(snap, idx)
         assert bad == {-1: -1, 0: 0, 10: 0, 2**40: -1}[n]
     assert np.array_equal(freeze_indices(idx, "x"), idx)
+
+
+@pytest.mark.valgrind
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+def test_snapshot_in_parts_is_the_serial_snapshot(itype):
+    """``snapshot_indices(idx, n, threads)`` copies and checks in one part per
+    thread: the same copy and the same first bad position as one thread, with
+    the bad values in the first, a middle or the last part, on a part's edge,
+    in several parts, or nowhere, and parts shorter than a copy block."""
+    rng = np.random.default_rng(5)
+    for m in (3, 7, 4096 * 3 + 5, 40_000):
+        base = rng.integers(0, 100, m).astype(itype)
+        cases = [[], [0], [m - 1], [m // 2], [m // 3, m - 1], [m // 3 + 1, m // 2, 1]]
+        for threads in (2, 3, 5):
+            if m < threads:
+                continue
+            edges = [m * t // threads for t in range(1, threads)]   # each part's first
+            for bads in cases + [[e] for e in edges] + [[e - 1] for e in edges]:
+                idx = base.copy()
+                idx[bads] = np.array([-1, 100, 10**6])[np.arange(len(bads)) % 3]
+                for n in (100, -1):
+                    want, wbad = _kernels.snapshot_indices(idx, n)
+                    got, gbad = _kernels.snapshot_indices(idx, n, threads)
+                    assert _kernels.is_index_snapshot(got) and got.dtype == itype
+                    np.testing.assert_array_equal(got, idx)
+                    np.testing.assert_array_equal(got, want)
+                    assert gbad == wbad == (min(bads) if bads and n >= 0 else -1)
+
+
+def test_boundary_snapshots_share_the_work_from_the_threshold():
+    from rtx.backend import _index_check
+    assert _index_check.snapshot_threads(_index_check.SNAPSHOT_PARALLEL_MIN - 1) == 1
+    assert (_index_check.snapshot_threads(_index_check.SNAPSHOT_PARALLEL_MIN)
+            == rtx.get_num_threads())
+    # a bad index found by a part that is not the first: the boundary's error
+    idx = np.zeros(_index_check.SNAPSHOT_PARALLEL_MIN + 10, dtype=np.int64)
+    idx[-3] = 7
+    before = rtx.get_num_threads()
+    try:
+        rtx.set_num_threads(2)
+        with pytest.raises(IndexError, match=rf"indices\[{len(idx) - 3}\] = 7"):
+            rtx.index_select(rtx.zeros((5, 2)), idx)
+    finally:
+        rtx.set_num_threads(before)
 
 
 def test_backward_uses_the_indices_of_the_forward():
