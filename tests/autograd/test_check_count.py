@@ -25,10 +25,10 @@ def scans(monkeypatch):
     seen: list[int] = []
     snap, oob = _kernels.snapshot_indices, _kernels.first_out_of_bounds
 
-    def counted_snapshot(arr, n):
+    def counted_snapshot(arr, n, threads=1):
         if n >= 0:
             seen.append(int(np.shape(arr)[0]))
-        return snap(arr, n)
+        return snap(arr, n, threads)
 
     def counted_oob(arr, n):
         seen.append(int(np.shape(arr)[0]))
