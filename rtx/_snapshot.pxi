@@ -119,6 +119,8 @@ def snapshot_indices(const index_t[::1] idx, Py_ssize_t n, int threads=1):
     cdef uint64_t un = <uint64_t>n if n > 0 else 0
     cdef IndexSnapshot mem = IndexSnapshot(m * <Py_ssize_t>sizeof(index_t))
     cdef index_t* dst = <index_t*>mem._st.ptr
+    if threads > MAX_KERNEL_THREADS:
+        threads = MAX_KERNEL_THREADS
     if m > 0:
         with nogil:
             if threads > 1 and m >= threads:

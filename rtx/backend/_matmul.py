@@ -150,10 +150,9 @@ def _libraries() -> list[tuple[Any, Any]]:
     """The BLAS libraries to hold, looked up again when modules were imported
     since the last look (called with ``_lock`` held, outside any scope)."""
     global _libs, _seen
-    n = len(sys.modules)
-    if _libs is None or n != _seen:
+    if _libs is None or len(sys.modules) != _seen:
         _libs = _find()
-        _seen = n
+        _seen = len(sys.modules)   # after the look (threadpoolctl's own imports)
     return _libs
 
 

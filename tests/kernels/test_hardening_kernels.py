@@ -211,6 +211,13 @@ def test_snapshot_in_parts_is_the_serial_snapshot(itype):
                     np.testing.assert_array_equal(got, idx)
                     np.testing.assert_array_equal(got, want)
                     assert gbad == wbad == (min(bads) if bads and n >= 0 else -1)
+    # a thread count beyond the kernels' cap, or none: the same snapshot
+    idx = base.copy()
+    idx[-1] = -5
+    for threads in (0, -3, 10**6):
+        got, bad = _kernels.snapshot_indices(idx, 100, threads)
+        np.testing.assert_array_equal(got, idx)
+        assert bad == m - 1
 
 
 def test_boundary_snapshots_share_the_work_from_the_threshold():
