@@ -699,6 +699,37 @@ def test_fused_eval_streamed_outputs_have_the_cached_bits(dtype, n, nt, block, o
         assert t0.tobytes() == t1.tobytes() == np.add.reduce(r).tobytes()
 
 
+@pytest.mark.parametrize("nin", [2, 8, 11])
+@pytest.mark.parametrize("n,nt,block", [
+    pytest.param(1, 1, 2048, marks=pytest.mark.valgrind),
+    pytest.param(1000, 2, 48, marks=pytest.mark.valgrind),
+    (70_001, 2, 2048)])
+def test_fused_eval_touching_streamed_inputs_keeps_the_bits(streamed, nin, n, nt, block):
+    # a streamed pass reads a byte of each cache line of its in-place inputs'
+    # block first (up to 8 of them): the same bits as without, every input read
+    # only inside its extent (the short last block and n = 1 included; valgrind)
+    rng = np.random.default_rng(nin)
+    xs = [rng.standard_normal(n).astype(np.float32) for _ in range(nin)]
+    rows, acc = [], 0
+    for i in range(1, nin):
+        rows.append([ADD if i % 2 else MUL, nin + i - 1, acc, i, -1, -1])
+        acc = nin + i - 1
+    prog = _prog(rows)
+    want = xs[0]
+    for i in range(1, nin):
+        want = want + xs[i] if i % 2 else want * xs[i]
+    got = []
+    for touch in (True, False):
+        old = _kernels.set_fused_touch(touch)
+        try:
+            out = np.full(n, -7, np.float32)
+            _kernels.fused_eval(prog, 2 * nin - 1, xs, [], [], [out], [acc], (n,), nt, block)
+        finally:
+            assert _kernels.set_fused_touch(old) is touch
+        got.append(out)
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+
+
 def test_fused_eval_does_not_stream_a_summed_register_it_stores(streamed):
     # its sum reads the stored output back: that pass keeps cached stores
     prog, nregs, inputs, consts, want = _sum_case(50_000, np.float32)
