@@ -137,8 +137,9 @@ cdef Py_ssize_t FUSED_STREAMED = 0     # passes that streamed (fused_stream_coun
 # input it reads in place, the inputs interleaved (``rtx_fx_touch``): the program
 # then reads one or two inputs at a time, and a core fetching one stream at a time
 # from memory leaves most of its parallelism unused.  4-op chain over 10M float32
-# on 2 threads (the AMD EPYC VM): 7.4-7.9 -> 6.1-6.4 ms; off (the same bits) for
-# passes that do not stream, whose inputs are mostly in cache (where it costs).
+# on 2 threads (the AMD EPYC VM, on / off in one process): 7.1-7.9 -> 5.6-6.4 ms.
+# Passes that do not stream skip it: their inputs are mostly in cache, where it
+# measured a cost.  It only loads (the same bits either way).
 cdef bint FUSED_TOUCH = True
 
 
@@ -1108,8 +1109,9 @@ def fused_stream_count():
 
 def set_fused_touch(bint on):
     #: -> bool
-    """Whether a streamed fused pass touches its in-place inputs' next block
-    first (the default; the same bits either way); returns the old setting."""
+    """Whether a streamed fused pass touches the block of its in-place inputs it
+    is about to compute first (the default; the same bits either way); returns
+    the old setting."""
     global FUSED_TOUCH
     old = FUSED_TOUCH
     FUSED_TOUCH = on

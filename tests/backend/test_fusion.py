@@ -723,7 +723,9 @@ def test_fused_eval_touching_streamed_inputs_keeps_the_bits(streamed, nin, n, nt
         old = _kernels.set_fused_touch(touch)
         try:
             out = np.full(n, -7, np.float32)
+            count = _kernels.fused_stream_count()
             _kernels.fused_eval(prog, 2 * nin - 1, xs, [], [], [out], [acc], (n,), nt, block)
+            assert _kernels.fused_stream_count() == count + 1     # the touching kind of pass
         finally:
             assert _kernels.set_fused_touch(old) is touch
         got.append(out)
