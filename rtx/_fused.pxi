@@ -8,7 +8,9 @@
 # a block-sized slice of a thread's scratch, except that a contiguous input
 # that covers the whole output is read in place, and an output register points
 # straight into its output array (so an output is written exactly once, with
-# no copy).  Unused operand fields are -1; ``imm`` indexes ``imms`` (the
+# no copy).  A short program runs over a block a sub-block (512 bytes) at a
+# time, its temporaries in the first sub-block of their slots (see
+# FUSED_SUB_BYTES).  Unused operand fields are -1; ``imm`` indexes ``imms`` (the
 # slope of leaky_relu, the alpha of elu).
 #
 # Every element is computed independently of how the elements are blocked or
@@ -133,13 +135,27 @@ cdef Py_ssize_t FUSED_PARALLEL_MIN = 1 << 15
 # read of the copy): cached stores faster up to 80 MB moved, streaming from 134 MB.
 cdef Py_ssize_t FUSED_STREAM_MIN_BYTES = 128 << 20
 cdef Py_ssize_t FUSED_STREAMED = 0     # passes that streamed (fused_stream_count)
-# A streamed pass first reads one byte of each cache line of a block of every
-# input it reads in place, the inputs interleaved (``rtx_fx_touch``): the program
-# then reads one or two inputs at a time, and a core fetching one stream at a time
-# from memory leaves most of its parallelism unused.  4-op chain over 10M float32
-# on 2 threads (the AMD EPYC VM, on / off in one process): 7.1-7.9 -> 5.6-6.4 ms.
-# Passes that do not stream skip it: their inputs are mostly in cache, where it
-# measured a cost.  It only loads (the same bits either way).
+# Bytes of a block a short program (at most FUSED_SUB_MAX_INSTR instructions) runs
+# over at a time (a sub-block; 0: the whole block).  Each op then reads its
+# operands and writes its result in runs of a few cache lines, so every input
+# stream is read in turn every few dozen cycles (the memory keeps all of them in
+# flight), the temporaries stay in L1 and a streamed output leaves as it is made.
+# 4-op chain over 10M float32, 2 threads (the AMD EPYC VM, alternating in one
+# process, medians): 5.8-6.5 ms with whole blocks (and the touch below) -> 4.8-5.6
+# ms with 512-byte sub-blocks (256: 7.1, 1024: 5.9, 2048: 7.0; an op's call costs
+# ~3 ns).  A long program keeps whole blocks: there the sub-blocks measured no
+# gain or a loss (27 instructions, 4 inputs, 4 outputs: 16.0-16.7 -> 15.8-18.1 ms).
+cdef Py_ssize_t FUSED_SUB_BYTES = 512
+cdef int FUSED_SUB_MAX_INSTR = 8
+# A streamed pass run in whole blocks first reads one byte of each cache line of
+# a block of every input it reads in place, the inputs interleaved
+# (``rtx_fx_touch``): the program then reads one or two inputs at a time, and a
+# core fetching one stream at a time from memory leaves most of its parallelism
+# unused.  4-op chain over 10M float32 on 2 threads (the AMD EPYC VM, on / off in
+# one process, whole blocks): 7.1-7.9 -> 5.6-6.4 ms.  With sub-blocks it measured
+# a loss (5.0 -> 6.5 ms), and passes that do not stream skip it: their inputs are
+# mostly in cache, where it measured a cost.  It only loads (the same bits either
+# way).
 cdef bint FUSED_TOUCH = True
 
 
@@ -166,6 +182,12 @@ cdef struct FxPlan:
     char** outp         # nout base pointers
     int sum_reg         # the register summed (-1: none)
     bint stream         # outputs computed in their scratch slots, then streamed out
+    Py_ssize_t sub      # elements per sub-block (>= block: the whole block at once)
+    # adv, per register: 1 where its pointer moves with the sub-block (inputs
+    # read in place or gathered, outputs written in place, the summed register),
+    # 0 where it stays at its slot's start (temporaries, constants, one-value
+    # inputs, streamed outputs)
+    char* adv
 
 
 # ------------------------------------------------------------------ the ops
@@ -416,14 +438,32 @@ cdef inline void _fx_stream_out(char* d, const char* s, Py_ssize_t nbytes) noexc
         memcpy(d + head + body, s + head + body, <size_t>(nbytes - head - body))
 
 
-cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
-                    Py_ssize_t n, real* sum_dst) noexcept nogil:
-    """Run the program over elements ``start .. start+n`` (``n <= P.block``);
-    ``sum_dst`` (or NULL): where the summed register writes them instead of
-    its scratch slot."""
-    cdef int r, k, op
+cdef inline void _fx_run(const FxPlan* P, real** regp, Py_ssize_t n) noexcept nogil:
+    """The program over ``n`` elements of the registers ``regp``."""
+    cdef int k, op
     cdef const int32_t* ins
     cdef real imm
+    for k in range(P.ninstr):
+        ins = P.prog + 6 * k
+        op = ins[0]
+        if op == FX_WHERE:
+            _fx_where(regp[ins[1]], regp[ins[2]], regp[ins[3]], regp[ins[4]], n)
+        elif _FX_ARITY[op] == 2:
+            _fx_binary(op, regp[ins[1]], regp[ins[2]], regp[ins[3]], n)
+        else:
+            imm = <real>P.imms[ins[5]] if ins[5] >= 0 else 0
+            _fx_unary(op, regp[ins[1]], regp[ins[2]], imm, n)
+
+
+cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
+                    Py_ssize_t n, real* sum_dst) noexcept nogil:
+    """Run the program over elements ``start .. start+n`` (``n <= P.block``),
+    ``P.sub`` elements at a time; ``sum_dst`` (or NULL): where the summed
+    register writes them instead of its scratch slot.  ``regp`` holds
+    ``2 * P.nregs`` pointers: the block's registers, then a sub-block's."""
+    cdef int r
+    cdef Py_ssize_t j, m
+    cdef real** cur = regp + P.nregs
     cdef const char* touch[8]
     cdef int ntouch = 0
     for r in range(P.nin):
@@ -443,23 +483,21 @@ cdef void _fx_block(const FxPlan* P, real** regp, real* slots, Py_ssize_t start,
             regp[P.out_regs[r]] = (<real*>P.outp[r]) + start
     if sum_dst != NULL:
         regp[P.sum_reg] = sum_dst
-    if P.stream and ntouch > 1 and FUSED_TOUCH:
+    if P.stream and ntouch > 1 and FUSED_TOUCH and P.sub >= P.block:
         rtx_fx_touch(touch, ntouch, <size_t>(n * sizeof(real)))
-    for k in range(P.ninstr):
-        ins = P.prog + 6 * k
-        op = ins[0]
-        if op == FX_WHERE:
-            _fx_where(regp[ins[1]], regp[ins[2]], regp[ins[3]], regp[ins[4]], n)
-        elif _FX_ARITY[op] == 2:
-            _fx_binary(op, regp[ins[1]], regp[ins[2]], regp[ins[3]], n)
-        else:
-            imm = <real>P.imms[ins[5]] if ins[5] >= 0 else 0
-            _fx_unary(op, regp[ins[1]], regp[ins[2]], imm, n)
-    if P.stream:
-        for r in range(P.nout):
-            _fx_stream_out(P.outp[r] + start * <Py_ssize_t>sizeof(real),
-                           <const char*>(slots + P.out_regs[r] * P.block),
-                           n * <Py_ssize_t>sizeof(real))
+    j = 0
+    while j < n:
+        m = n - j
+        if m > P.sub:
+            m = P.sub
+        for r in range(P.nregs):
+            cur[r] = regp[r] + j if P.adv[r] else regp[r]
+        _fx_run(P, cur, m)
+        if P.stream:
+            for r in range(P.nout):
+                _fx_stream_out(P.outp[r] + (start + j) * <Py_ssize_t>sizeof(real),
+                               <const char*>cur[P.out_regs[r]], m * <Py_ssize_t>sizeof(real))
+        j += m
 
 
 cdef inline void _fx_block_at(const FxPlan* P, real** regp, real* slots,
@@ -487,7 +525,7 @@ cdef void _fx_execute(real* tag, const FxPlan* P, char* scratch, Py_ssize_t per_
         return
     with parallel(num_threads=nt):
         tid = rtx_omp_thread_num()
-        regp = regp_all + tid * P.nregs
+        regp = regp_all + 2 * tid * P.nregs
         slots = <real*>(scratch + tid * per_thread)
         _fx_thread_init(P, regp, slots)
         for b in prange(nblocks, schedule="dynamic", chunksize=8):
@@ -635,7 +673,7 @@ cdef void _fx_execute_sum(real* tag, const FxPlan* P, char* scratch, Py_ssize_t 
     else:
         with parallel(num_threads=nt):
             tid = rtx_omp_thread_num()
-            regp = regp_all + tid * P.nregs
+            regp = regp_all + 2 * tid * P.nregs
             slots = <real*>(scratch + tid * per_thread)
             buf = <real*>(scratch + (tid + 1) * per_thread) - FX_SUM_CHUNK
             _fx_thread_init(P, regp, slots)
@@ -761,7 +799,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     global FUSED_STREAMED
     cdef cnp.ndarray pa, oa, x
     cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
-    cdef int nt, typenum, nz
+    cdef int nt, typenum, nz, r
     cdef bint summing
     cdef Py_ssize_t total = 1, itemsize, per_thread, s, acc, nimm, lo, hi, nbytes, moved
     cdef Py_ssize_t nchunks = 0, o_cst, o_csz, o_part
@@ -771,7 +809,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     cdef Py_ssize_t* csz_c
     cdef char* part_c
     cdef Py_ssize_t o_prog, o_outr, o_shp, o_str, o_dir, o_con, o_imm, o_inp, o_outp
-    cdef Py_ssize_t o_regp, o_span, o_sv, o_scr
+    cdef Py_ssize_t o_regp, o_span, o_sv, o_scr, o_adv
     cdef FxPlan P
     cdef char* block_c = NULL
     cdef char* sp
@@ -780,6 +818,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     cdef int64_t* shp_c
     cdef int64_t* str_c
     cdef char* dir_c
+    cdef char* adv_c
     cdef double* con_c
     cdef double* imm_c
     cdef char** inp_c
@@ -874,7 +913,8 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     o_inp = o_imm + _fx_up(max(nimm, 1) * sizeof(double))
     o_outp = o_inp + _fx_up(max(nin, 1) * sizeof(char*))
     o_regp = o_outp + _fx_up(nout * sizeof(char*))
-    o_span = o_regp + _fx_up(nt * nregs * sizeof(void*))
+    o_adv = o_regp + _fx_up(2 * nt * nregs * sizeof(void*))
+    o_span = o_adv + _fx_up(nregs)
     o_sv = o_span + _fx_up(2 * (nout + nin) * sizeof(Py_ssize_t))
     o_cst = o_sv + _fx_up(max(nin, 1) * max(D, 1) * sizeof(int64_t))
     o_csz = o_cst + _fx_up(max(nchunks, 1) * sizeof(Py_ssize_t))
@@ -895,6 +935,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         inp_c = <char**>(block_c + o_inp)
         outp_c = <char**>(block_c + o_outp)
         regp = <void**>(block_c + o_regp)
+        adv_c = block_c + o_adv
         span_c = <Py_ssize_t*>(block_c + o_span)
         sv_c = <int64_t*>(block_c + o_sv)
         cst_c = <Py_ssize_t*>(block_c + o_cst)
@@ -1041,6 +1082,20 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
                 P.stream = False
         if P.stream:
             FUSED_STREAMED += 1
+        for r in range(nregs):
+            adv_c[r] = r < nin and dir_c[r] != FX_SPLAT
+        if not P.stream:
+            for j in range(nout):
+                adv_c[outr_c[j]] = 1
+        if summing:
+            adv_c[sum_reg] = 1
+        P.adv = adv_c
+        # sub-blocks for a short program over more than one block (a pass that
+        # fits one block is in cache: it runs as one)
+        P.sub = block
+        if (0 < FUSED_SUB_BYTES // itemsize < block < total
+                and ninstr <= FUSED_SUB_MAX_INSTR):
+            P.sub = FUSED_SUB_BYTES // itemsize
         if summing:
             _fx_sum_chunks(0, total, cst_c, csz_c, 0)
         # 64-byte aligned scratch slots
@@ -1115,6 +1170,19 @@ def set_fused_touch(bint on):
     global FUSED_TOUCH
     old = FUSED_TOUCH
     FUSED_TOUCH = on
+    return old
+
+
+def set_fused_sub_bytes(Py_ssize_t n):
+    #: -> int
+    """Bytes of a block a fused pass of a short program (at most 8 instructions)
+    over more than one block runs it over at a time (0: the whole block; the
+    same bits either way); returns the old setting."""
+    global FUSED_SUB_BYTES
+    if n < 0:
+        raise ValueError("the sub-block must be >= 0 bytes")
+    old = FUSED_SUB_BYTES
+    FUSED_SUB_BYTES = n
     return old
 
 

@@ -705,9 +705,11 @@ def test_fused_eval_streamed_outputs_have_the_cached_bits(dtype, n, nt, block, o
     pytest.param(1000, 2, 48, marks=pytest.mark.valgrind),
     (70_001, 2, 2048)])
 def test_fused_eval_touching_streamed_inputs_keeps_the_bits(streamed, nin, n, nt, block):
-    # a streamed pass reads a byte of each cache line of its in-place inputs'
-    # block first (up to 8 of them): the same bits as without, every input read
-    # only inside its extent (the short last block and n = 1 included; valgrind)
+    # a streamed pass run in whole blocks reads a byte of each cache line of its
+    # in-place inputs' block first (up to 8 of them): the same bits as without,
+    # every input read only inside its extent (the short last block and n = 1
+    # included; valgrind).  (Short programs run in sub-blocks, which skip the
+    # touch: whole blocks here.)
     rng = np.random.default_rng(nin)
     xs = [rng.standard_normal(n).astype(np.float32) for _ in range(nin)]
     rows, acc = [], 0
@@ -719,17 +721,77 @@ def test_fused_eval_touching_streamed_inputs_keeps_the_bits(streamed, nin, n, nt
     for i in range(1, nin):
         want = want + xs[i] if i % 2 else want * xs[i]
     got = []
-    for touch in (True, False):
-        old = _kernels.set_fused_touch(touch)
-        try:
-            out = np.full(n, -7, np.float32)
-            count = _kernels.fused_stream_count()
-            _kernels.fused_eval(prog, 2 * nin - 1, xs, [], [], [out], [acc], (n,), nt, block)
-            assert _kernels.fused_stream_count() == count + 1     # the touching kind of pass
-        finally:
-            assert _kernels.set_fused_touch(old) is touch
-        got.append(out)
+    old_sub = _kernels.set_fused_sub_bytes(0)
+    try:
+        for touch in (True, False):
+            old = _kernels.set_fused_touch(touch)
+            try:
+                out = np.full(n, -7, np.float32)
+                count = _kernels.fused_stream_count()
+                _kernels.fused_eval(prog, 2 * nin - 1, xs, [], [], [out], [acc], (n,), nt,
+                                    block)
+                assert _kernels.fused_stream_count() == count + 1   # the touching kind
+            finally:
+                assert _kernels.set_fused_touch(old) is touch
+            got.append(out)
+    finally:
+        assert _kernels.set_fused_sub_bytes(old_sub) == 0
     assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows,cols,nt,block", [
+    pytest.param(1, 1, 1, 2048, marks=pytest.mark.valgrind),
+    pytest.param(7, 13, 2, 16, marks=pytest.mark.valgrind),
+    pytest.param(41, 37, 3, 64, marks=pytest.mark.valgrind),
+    (300, 1001, 2, 2048), (1000, 301, 2, 333)])
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("summed", [False, True])
+def test_fused_eval_sub_blocks_keep_the_bits(dtype, rows, cols, nt, block, stream, summed):
+    # a short program runs over sub-blocks of a block: every kind of register (an
+    # input read in place, one gathered by broadcasting, one of a single value, a
+    # constant, temporaries, an output read again by a later instruction, a
+    # streamed output, a summed register) at every sub-block size (a sub-block
+    # of 12 / 6 elements leaves a short last one in every block; 512 bytes is the
+    # default; 0: whole blocks): the bytes of whole blocks and numpy's values,
+    # nothing written outside the outputs
+    rng = np.random.default_rng(rows * cols)
+    a = rng.standard_normal((rows, cols)).astype(dtype)
+    b = rng.standard_normal((1, cols)).astype(dtype)                # gathered
+    s = np.array([[-1.5]], dtype)                                   # one value
+    # r4 = a * b; r5 = r4 + 0.25; r6 = leaky(r5); r7 = r6 * s; r8 = r7 + r4
+    prog = _prog([[MUL, 4, 0, 1, -1, -1], [ADD, 5, 4, 3, -1, -1], [LEAKY, 6, 5, -1, -1, 0],
+                  [MUL, 7, 6, 2, -1, -1], [ADD, 8, 7, 4, -1, -1]])
+    r4 = a * b
+    r5 = r4 + dtype(0.25)
+    r6 = np.where(r5 > 0, r5, r5 * dtype(0.1))
+    want = [r4, r6 * s[0, 0] + r4]
+    got = []
+    old_stream = _kernels.set_fused_stream_min_bytes(0 if stream else 1 << 62)
+    try:
+        for sub in (0, 48, 512):
+            old = _kernels.set_fused_sub_bytes(sub)
+            try:
+                bufs = [np.full(rows * cols + 2, -7, dtype) for _ in range(2)]
+                outs = [buf[1:-1].reshape(rows, cols) for buf in bufs]
+                total = np.full((), -1, dtype)
+                kw = dict(sum_reg=5, sum_out=total) if summed else {}
+                _kernels.fused_eval(prog, 9, [a, b, s], [0.25], [0.1], outs, [4, 8],
+                                    (rows, cols), nt, block, **kw)
+            finally:
+                assert _kernels.set_fused_sub_bytes(old) == sub
+            for buf in bufs:
+                assert buf[0] == -7 and buf[-1] == -7
+            got.append([o.tobytes() for o in outs] + [total.tobytes()])
+    finally:
+        _kernels.set_fused_stream_min_bytes(old_stream)
+    assert got[0] == got[1] == got[2]
+    np.testing.assert_array_equal(np.frombuffer(got[0][0], dtype).reshape(rows, cols), want[0])
+    np.testing.assert_array_equal(np.frombuffer(got[0][1], dtype).reshape(rows, cols), want[1])
+    if summed:
+        assert got[0][2] == np.add.reduce(r5, axis=None).tobytes()
+    with pytest.raises(ValueError):
+        _kernels.set_fused_sub_bytes(-1)
 
 
 def test_fused_eval_does_not_stream_a_summed_register_it_stores(streamed):
