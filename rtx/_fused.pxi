@@ -1175,9 +1175,9 @@ def set_fused_touch(bint on):
 
 def set_fused_sub_bytes(Py_ssize_t n):
     #: -> int
-    """Bytes of a block a fused pass of a short program (at most 8 instructions)
-    over more than one block runs it over at a time (0: the whole block; the
-    same bits either way); returns the old setting."""
+    """How many bytes of a block a fused pass runs its program over at a time,
+    for a short program (at most 8 instructions) over more than one block (0:
+    whole blocks; the same bits either way); returns the old setting."""
     global FUSED_SUB_BYTES
     if n < 0:
         raise ValueError("the sub-block must be >= 0 bytes")
