@@ -147,6 +147,7 @@ cdef Py_ssize_t FUSED_STREAMED = 0     # passes that streamed (fused_stream_coun
 # gain or a loss (27 instructions, 4 inputs, 4 outputs: 16.0-16.7 -> 15.8-18.1 ms).
 cdef Py_ssize_t FUSED_SUB_BYTES = 512
 cdef int FUSED_SUB_MAX_INSTR = 8
+cdef Py_ssize_t FUSED_SUBBLOCKED = 0   # passes run in sub-blocks (fused_sub_count)
 # A streamed pass run in whole blocks first reads one byte of each cache line of
 # a block of every input it reads in place, the inputs interleaved
 # (``rtx_fx_touch``): the program then reads one or two inputs at a time, and a
@@ -796,7 +797,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
     least ``get_fused_stream_min_bytes()`` writes its outputs with non-temporal
     stores (the same bits).
     """
-    global FUSED_STREAMED
+    global FUSED_STREAMED, FUSED_SUBBLOCKED
     cdef cnp.ndarray pa, oa, x
     cdef int nin = len(inputs), nout = len(outputs), nconst, ninstr, D, nd, i, j, k, g, xd
     cdef int nt, typenum, nz, r
@@ -1096,6 +1097,7 @@ def fused_eval(prog, int nregs, list inputs, consts, imms, list outputs, out_reg
         if (0 < FUSED_SUB_BYTES // itemsize < block < total
                 and ninstr <= FUSED_SUB_MAX_INSTR):
             P.sub = FUSED_SUB_BYTES // itemsize
+            FUSED_SUBBLOCKED += 1
         if summing:
             _fx_sum_chunks(0, total, cst_c, csz_c, 0)
         # 64-byte aligned scratch slots
@@ -1160,6 +1162,12 @@ def fused_stream_count():
     #: -> int
     """How many fused passes wrote their outputs with non-temporal stores."""
     return FUSED_STREAMED
+
+
+def fused_sub_count():
+    #: -> int
+    """How many fused passes ran their program in sub-blocks."""
+    return FUSED_SUBBLOCKED
 
 
 def set_fused_touch(bint on):

@@ -776,8 +776,13 @@ def test_fused_eval_sub_blocks_keep_the_bits(dtype, rows, cols, nt, block, strea
                 outs = [buf[1:-1].reshape(rows, cols) for buf in bufs]
                 total = np.full((), -1, dtype)
                 kw = dict(sum_reg=5, sum_out=total) if summed else {}
+                count = _kernels.fused_sub_count()
                 _kernels.fused_eval(prog, 9, [a, b, s], [0.25], [0.1], outs, [4, 8],
                                     (rows, cols), nt, block, **kw)
+                # (sub-blocks where one is smaller than a block and there are
+                # several blocks: the 5 instructions are a short program)
+                ran = 0 < sub // a.itemsize < min(block, rows * cols) < rows * cols
+                assert _kernels.fused_sub_count() - count == int(ran)
             finally:
                 assert _kernels.set_fused_sub_bytes(old) == sub
             for buf in bufs:
