@@ -171,14 +171,25 @@ def message_avx2(enable: bool | None = None) -> bool: ...
 def message_avx2_available() -> bool: ...
 def message_csr(
     x: _Real, other: _Index, weight: _Real, weighted: bool, perm: _I64, ptr: _I64, out: _Real,
-    heads: int, num_threads: int,
+    heads: int, num_threads: int, in_group_order: bool = False,
 ) -> None: ...
 def sddmm_dot(
     grad: _Real, x: _Real, src: _Index, dst: _Index, out: _Real, num_threads: int
 ) -> None: ...
 def message_backward_csr(
-    grad: _Real, x: _Real, dst: _Index, weight: _Real, weighted: bool, need_weight: bool,
-    perm: _I64, ptr: _I64, grad_x: _Real, grad_weight: _Real, heads: int, num_threads: int,
+    grad: _Real,
+    x: _Real,
+    dst: _Index,
+    weight: _Real,
+    weighted: bool,
+    need_weight: bool,
+    perm: _I64,
+    ptr: _I64,
+    grad_x: _Real,
+    grad_weight: _Real,
+    heads: int,
+    num_threads: int,
+    in_group_order: bool = False,
 ) -> None: ...
 
 # ----------------------------------------------------------------- _gatv2.pxi

@@ -344,13 +344,18 @@ class EdgeIndex:
     gives (once, then from a cache on the plan) the edges GAT attends over.
     """
 
-    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_compact", "_lock", "__weakref__")
+    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_compact", "_order", "_order_uses",
+                 "_lock", "__weakref__")
     src: IndexPlan
     dst: IndexPlan
     # for an EdgeIndex made by with_self_loops(): where its edges came from
     self_loop_info: SelfLoops | None
     _loops: EdgeIndex | None
     _compact: tuple[IndexPlan, EdgeIndex] | None
+    # _in_group_order's (grouping plan, other plan, array) and request counts, by
+    # grouping side ("src", "dst")
+    _order: dict[str, tuple[IndexPlan, IndexPlan, np.ndarray]]
+    _order_uses: dict[str, int]
     _lock: threading.Lock
 
     def __init__(self, edge_index: Any, num_src: int, num_dst: int | None = None, *,
@@ -389,6 +394,8 @@ class EdgeIndex:
         self.self_loop_info = info
         self._loops = None
         self._compact = None
+        self._order = {}
+        self._order_uses = {"src": 0, "dst": 0}
         self._lock = threading.Lock()
 
     @classmethod
@@ -430,6 +437,38 @@ class EdgeIndex:
                     value = build()
                     setattr(self, slot, value)
         return value
+
+    def _in_group_order(self, side: str) -> np.ndarray | None:
+        """The other side's indices listed in ``side``'s grouping order (``"dst"``:
+        each edge's source, the edges taken as the target grouping lists them;
+        ``"src"``: each edge's target in the source grouping's order), so message
+        passing reads them in order where it would read ``other[perm[k]]`` (a
+        random read per edge; the same values, so the same bits).  Cached: an
+        immutable snapshot, int32 when the other side has at most 2**31 rows.
+        None while it would not pay: on the first request for ``side`` (a graph
+        used for one call never pays for the copy: sampled mini-batches), and
+        when ``side``'s indices are sorted (``perm`` is the identity).  Kept with
+        the two plans it came from and used only while they are still this
+        edge index's: its values were checked as the other plan's."""
+        plan, other = (self.dst, self.src) if side == "dst" else (self.src, self.dst)
+        got = self._order.get(side)
+        if got is not None and got[0] is plan and got[1] is other:
+            return got[2]
+        if plan._transient or len(plan) == 0 or plan._is_sorted():
+            return None
+        with self._lock:
+            got = self._order.get(side)
+            if got is not None and got[0] is plan and got[1] is other:
+                return got[2]
+            self._order_uses[side] += 1
+            if self._order_uses[side] < 2:
+                return None
+            _, perm = plan._grouping()
+            arr = _owned((len(plan),), np.int32 if other._num_rows <= 2**31 else np.int64)
+            np.take(other._idx, perm, out=arr)
+            arr = snapshot_indices(arr, -1)[0]
+            self._order[side] = (plan, other, arr)
+        return arr
 
     def compact_sources(self) -> tuple[IndexPlan, EdgeIndex]:
         """``(sources, edges)``: the distinct sources of these edges (ascending, a

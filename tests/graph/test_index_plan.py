@@ -248,6 +248,73 @@ def test_narrow_indices_are_a_cached_int32_snapshot():
     assert fresh._narrow_idx() is fresh._idx
 
 
+def test_edge_index_in_group_order_is_cached_from_the_second_request():
+    """EdgeIndex._in_group_order(side): the other side's indices in side's grouping
+    order (an immutable int32 snapshot), built on the second request (a graph
+    used once never pays for it) and cached; None for sorted or transient plans;
+    rebuilt from the current plans if one is replaced (its values were checked
+    as the old plan's)."""
+    rng = np.random.default_rng(4)
+    N, E = 300, 4000
+    src, dst = rng.integers(0, N, E), rng.integers(0, 2 * N, E)
+    ei = rtx.EdgeIndex(np.stack([src, dst]), N, 2 * N)
+    for side, plan, other in (("dst", ei.dst, src), ("src", ei.src, dst)):
+        assert ei._in_group_order(side) is None                  # first request
+        arr = ei._in_group_order(side)
+        _, perm = plan.csr()
+        assert arr.dtype == np.int32
+        np.testing.assert_array_equal(arr, other[perm])
+        assert ei._in_group_order(side) is arr                   # cached
+        with pytest.raises(ValueError):
+            arr[0] = 1
+    order = np.argsort(dst, kind="stable")
+    srt = rtx.EdgeIndex(np.stack([src[order], dst[order]]), N, 2 * N)
+    for _ in range(3):
+        assert srt._in_group_order("dst") is None                # perm is the identity
+    assert srt._in_group_order("src") is None
+    assert srt._in_group_order("src") is not None
+    once = rtx.EdgeIndex(np.stack([src, dst]), N, 2 * N)
+    once.dst._transient = True
+    for _ in range(3):
+        assert once._in_group_order("dst") is None
+    # a replaced plan: the cached copy is not used, a new one comes from the new plans
+    src2 = rng.integers(0, 10, E)
+    ei.src = rtx.IndexPlan(src2, 10)
+    arr = ei._in_group_order("dst")
+    np.testing.assert_array_equal(arr, src2[ei.dst.csr()[1]])
+    big = rtx.EdgeIndex(np.stack([np.array([2**31 + 5, 0, 7]), np.array([2, 0, 1])]),
+                        2**31 + 6, 3)
+    big._in_group_order("dst")
+    wide = big._in_group_order("dst")
+    assert wide.dtype == np.int64
+    np.testing.assert_array_equal(wide, [0, 7, 2**31 + 5])
+
+
+def test_message_passing_bits_with_the_in_order_copy():
+    """Forward and backward of message passing on one EdgeIndex: the first call
+    (no copy yet), later calls (the sources and targets read in grouping order)
+    and raw edges give the same bits, float32 and float64."""
+    rng = np.random.default_rng(8)
+    N, E, H, C = 200, 5000, 4, 16
+    ei = np.stack([rng.integers(0, N, E), rng.integers(0, N, E)])
+    plan = rtx.EdgeIndex(ei, N, N)
+    for dt in (np.float32, np.float64):
+        xs = rng.standard_normal((N, H, C)).astype(dt)
+        ws = rng.standard_normal((E, H)).astype(dt)
+        g = rtx.tensor(rng.standard_normal((N, H, C)).astype(dt))
+        res = []
+        for edge in (ei, plan, plan, plan):
+            x = rtx.tensor(xs, requires_grad=True)
+            w = rtx.tensor(ws, requires_grad=True)
+            out = rtx.message_passing(x, edge, N, w)
+            out.backward(g)
+            res.append([bits(a) for a in (out.numpy(), x.grad.numpy(), w.grad.numpy())])
+        for r in res[1:]:
+            for a, b in zip(r, res[0], strict=True):
+                np.testing.assert_array_equal(a, b)
+    assert set(plan._order) == {"src", "dst"}
+
+
 @pytest.mark.parametrize("H", [1, 2])
 @pytest.mark.parametrize("ordered", [False, True], ids=["random", "sorted"])
 def test_softmax_on_narrowed_indices_has_the_int64_bits(H, ordered, force_parallel):

@@ -148,6 +148,48 @@ def test_message_rows_bitwise_in_order_sums(simd, H, C, weighted, idx_dtype):
             assert np.isnan(gw).all()       # unweighted: no weight, nothing written
 
 
+@pytest.mark.valgrind
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("H,C", [(1, 8), (4, 16), (2, 5)])
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+def test_message_in_group_order_has_the_same_bits(simd, dtype, H, C, weighted, idx_dtype):
+    """``in_group_order``: the other side's indices given in the grouping's order
+    (``other[perm]``, EdgeIndex._in_group_order's copy) read in order instead of
+    through ``perm``: the same output bits forward and backward (C and Cython
+    loops, both index widths, 1 and 2 threads), nothing written outside them."""
+    rng = np.random.default_rng(H * 7 + C)
+    N, E, F = 40, 700, H * C
+    x = rng.standard_normal((N, F)).astype(dtype)
+    g = rng.standard_normal((N, F)).astype(dtype)
+    src = rng.integers(0, N, E).astype(idx_dtype)
+    dst = rng.integers(0, N, E).astype(idx_dtype)
+    w = rng.standard_normal((E, H)).astype(dtype)
+    by_dst, ptr_d = _grouping(dst, N)
+    by_src, ptr_s = _grouping(src, N)
+    src_k = np.ascontiguousarray(src[by_dst])
+    dst_k = np.ascontiguousarray(dst[by_src])
+    for T in (1, 2):
+        outs = []
+        for other, flag in ((src, False), (src_k, True)):
+            out = np.full((N + 1, F), np.nan, dtype)     # a spare row: nothing past N
+            _kernels.message_csr(x, other, w, weighted, by_dst, ptr_d, out[:N], H, T, flag)
+            assert np.isnan(out[N]).all()
+            outs.append(out[:N])
+        np.testing.assert_array_equal(bits(outs[1]), bits(outs[0]))
+        grads = []
+        for d, flag in ((dst, False), (dst_k, True)):
+            gx = np.full((N, F), np.nan, dtype)
+            gw = np.full((E + 1, H), np.nan, dtype)
+            _kernels.message_backward_csr(g, x, d, w, weighted, True, by_src, ptr_s, gx,
+                                          gw[:E], H, T, flag)
+            assert np.isnan(gw[E]).all()
+            grads.append((gx, gw[:E]))
+        for a, b in zip(grads[1], grads[0], strict=True):
+            np.testing.assert_array_equal(bits(a), bits(b))
+    assert not np.isnan(outs[0]).any() and not np.isnan(grads[0][0]).any()
+
+
 def test_message_avx2_switch_round_trips():
     old = _kernels.message_avx2()
     try:
