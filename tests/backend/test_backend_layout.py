@@ -243,6 +243,9 @@ def test_the_backend_never_checks_a_plans_indices_again(monkeypatch):
     plan = rtx.IndexPlan(idx, 5)
     ei = rtx.EdgeIndex(np.stack([idx, idx[::-1]]), 5, 5)
     plan.csr(), ei.src.csr(), ei.dst.csr()
+    for side in ("src", "dst"):     # the sides' in-order copies (built on a second request)
+        ei._in_group_order(side), ei._in_group_order(side)
+    assert set(ei._order) == {"src", "dst"}
     scans.clear()
     for B in (CpuBackend(), MinimalBackend()):
         x = B.from_numpy(rng.standard_normal((40, 3)))
