@@ -290,31 +290,6 @@ def test_edge_index_in_group_order_is_cached_from_the_second_request():
     np.testing.assert_array_equal(wide, [0, 7, 2**31 + 5])
 
 
-def test_message_passing_bits_with_the_in_order_copy():
-    """Forward and backward of message passing on one EdgeIndex: the first call
-    (no copy yet), later calls (the sources and targets read in grouping order)
-    and raw edges give the same bits, float32 and float64."""
-    rng = np.random.default_rng(8)
-    N, E, H, C = 200, 5000, 4, 16
-    ei = np.stack([rng.integers(0, N, E), rng.integers(0, N, E)])
-    plan = rtx.EdgeIndex(ei, N, N)
-    for dt in (np.float32, np.float64):
-        xs = rng.standard_normal((N, H, C)).astype(dt)
-        ws = rng.standard_normal((E, H)).astype(dt)
-        g = rtx.tensor(rng.standard_normal((N, H, C)).astype(dt))
-        res = []
-        for edge in (ei, plan, plan, plan):
-            x = rtx.tensor(xs, requires_grad=True)
-            w = rtx.tensor(ws, requires_grad=True)
-            out = rtx.message_passing(x, edge, N, w)
-            out.backward(g)
-            res.append([bits(a) for a in (out.numpy(), x.grad.numpy(), w.grad.numpy())])
-        for r in res[1:]:
-            for a, b in zip(r, res[0], strict=True):
-                np.testing.assert_array_equal(a, b)
-    assert set(plan._order) == {"src", "dst"}
-
-
 @pytest.mark.parametrize("H", [1, 2])
 @pytest.mark.parametrize("ordered", [False, True], ids=["random", "sorted"])
 def test_softmax_on_narrowed_indices_has_the_int64_bits(H, ordered, force_parallel):

@@ -83,8 +83,10 @@ def test_no_edges(backend):
     np.testing.assert_array_equal(x.grad.numpy(), np.zeros((3, 2)))
 
 
-# H = 4 (weighted, 8 channels): test_graph_ops_db.py::test_bitwise_across_threads_and_forms
-@pytest.mark.parametrize("H", [1])
+# H = 4 (weighted, 8 channels): also test_graph_ops_db.py::test_bitwise_across_threads_and_forms;
+# here the plan is used three times, so its later calls read the edge index's in-order
+# copies (EdgeIndex._in_group_order, built on the second call) and must keep the bits
+@pytest.mark.parametrize("H", [1, 4])
 def test_bitwise_across_threads_and_plan(dtype, H):
     rng = np.random.default_rng(5)
     E, N = 30000, 500
@@ -114,6 +116,7 @@ def test_bitwise_across_threads_and_plan(dtype, H):
     finally:
         _kernels.set_segment_parallel_min(old)
     assert plan.dst.is_grouped and plan.src.is_grouped
+    assert set(plan._order) == {"src", "dst"}     # the in-order copies ran
 
 
 def test_bad_input(backend):
