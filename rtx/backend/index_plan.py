@@ -339,22 +339,23 @@ class EdgeIndex:
 
     ``EdgeIndex(edge_index, num_src, num_dst=None)``: sources are checked
     against ``num_src`` and targets against ``num_dst`` (default ``num_src``).
-    ``src`` / ``dst`` are the ``IndexPlan`` s; the target plan's grouping drives
-    message passing, the source plan's its gradient.  ``with_self_loops()``
-    gives (once, then from a cache on the plan) the edges GAT attends over.
+    ``src`` / ``dst`` are the ``IndexPlan`` s (read-only: the kernels index by
+    them after one check, so they never change under a call); the target plan's
+    grouping drives message passing, the source plan's its gradient.
+    ``with_self_loops()`` gives (once, then from a cache on the plan) the edges
+    GAT attends over.
     """
 
-    __slots__ = ("src", "dst", "self_loop_info", "_loops", "_compact", "_order", "_order_uses",
-                 "_lock", "__weakref__")
-    src: IndexPlan
-    dst: IndexPlan
+    __slots__ = ("_src", "_dst", "self_loop_info", "_loops", "_compact", "_order",
+                 "_order_uses", "_lock", "__weakref__")
+    _src: IndexPlan
+    _dst: IndexPlan
     # for an EdgeIndex made by with_self_loops(): where its edges came from
     self_loop_info: SelfLoops | None
     _loops: EdgeIndex | None
     _compact: tuple[IndexPlan, EdgeIndex] | None
-    # _in_group_order's (grouping plan, other plan, array) and request counts, by
-    # grouping side ("src", "dst")
-    _order: dict[str, tuple[IndexPlan, IndexPlan, np.ndarray]]
+    # _in_group_order's arrays and request counts, by grouping side ("src", "dst")
+    _order: dict[str, np.ndarray]
     _order_uses: dict[str, int]
     _lock: threading.Lock
 
@@ -386,9 +387,19 @@ class EdgeIndex:
                 raise TypeError(f"{op}(): edge_index must be an integer [2, E] array, got "
                                 f"dtype {ei.dtype}")
             src, dst = ei[0], ei[1]
-        self.src = IndexPlan(src, ns, _op=f"{op}: edge_index[0] (sources)")
-        self.dst = IndexPlan(dst, nd, _op=f"{op}: edge_index[1] (targets)")
+        self._src = IndexPlan(src, ns, _op=f"{op}: edge_index[0] (sources)")
+        self._dst = IndexPlan(dst, nd, _op=f"{op}: edge_index[1] (targets)")
         self._init_caches()
+
+    @property
+    def src(self) -> IndexPlan:
+        """The sources' plan (checked against ``num_src``)."""
+        return self._src
+
+    @property
+    def dst(self) -> IndexPlan:
+        """The targets' plan (checked against ``num_dst``)."""
+        return self._dst
 
     def _init_caches(self, info: SelfLoops | None = None) -> None:
         self.self_loop_info = info
@@ -408,8 +419,8 @@ class EdgeIndex:
         if len(src) != len(dst):
             raise ValueError("EdgeIndex._trusted: src and dst differ in length")
         self = cls.__new__(cls)
-        self.src = src
-        self.dst = dst
+        self._src = src
+        self._dst = dst
         self._init_caches(info)
         return self
 
@@ -447,27 +458,26 @@ class EdgeIndex:
         immutable snapshot, int32 when the other side has at most 2**31 rows.
         None while it would not pay: on the first request for ``side`` (a graph
         used for one call never pays for the copy: sampled mini-batches), and
-        when ``side``'s indices are sorted (``perm`` is the identity).  Kept with
-        the two plans it came from and used only while they are still this
-        edge index's: its values were checked as the other plan's."""
-        plan, other = (self.dst, self.src) if side == "dst" else (self.src, self.dst)
-        got = self._order.get(side)
-        if got is not None and got[0] is plan and got[1] is other:
-            return got[2]
+        when ``side``'s indices are sorted (``perm`` is the identity).  Its values
+        were checked as the other plan's, which never changes (``src`` / ``dst``
+        are read-only; unpickling resets the caches with the plans)."""
+        arr = self._order.get(side)
+        if arr is not None:
+            return arr
+        plan, other = (self._dst, self._src) if side == "dst" else (self._src, self._dst)
         if plan._transient or len(plan) == 0 or plan._is_sorted():
             return None
         with self._lock:
-            got = self._order.get(side)
-            if got is not None and got[0] is plan and got[1] is other:
-                return got[2]
+            arr = self._order.get(side)
+            if arr is not None:
+                return arr
             self._order_uses[side] += 1
             if self._order_uses[side] < 2:
                 return None
             _, perm = plan._grouping()
             arr = _owned((len(plan),), np.int32 if other._num_rows <= 2**31 else np.int64)
             np.take(other._idx, perm, out=arr)
-            arr = snapshot_indices(arr, -1)[0]
-            self._order[side] = (plan, other, arr)
+            arr = self._order[side] = snapshot_indices(arr, -1)[0]
         return arr
 
     def compact_sources(self) -> tuple[IndexPlan, EdgeIndex]:
@@ -571,7 +581,7 @@ class EdgeIndex:
         if type(src) is not IndexPlan or type(dst) is not IndexPlan or len(src) != len(dst):
             raise TypeError("EdgeIndex: cannot restore from this state (expected two index "
                             "plans of the same length)")
-        self.src, self.dst = src, dst
+        self._src, self._dst = src, dst
         self._init_caches()
 
 
