@@ -588,11 +588,22 @@ cdef enum:
 
 
 cdef inline real _max_nan(real m, real v) noexcept nogil:
-    """The running max of the kernels (v replaces m when greater or NaN), branch-free."""
+    """The running max of the kernels (v replaces m when greater or NaN), branch-free:
+    float32 as a bitwise blend (gcc vectorises the loops over a row's heads with
+    it), float64 and the one-head loops in SSE2 registers (_max_nan1)."""
     if real is float:
         return rtx_self((v > m) | (v != v), v, m)
     else:
-        return rtx_seld((v > m) | (v != v), v, m)
+        return rtx_maxnan_d(m, v)
+
+
+cdef inline real _max_nan1(real m, real v) noexcept nogil:
+    """``_max_nan`` for scalar loops (one head: m[ip[k]] updated through memory),
+    the same bits (rtx_maxnan_f / _d in _vmath.pxi)."""
+    if real is float:
+        return rtx_maxnan_f(m, v)
+    else:
+        return rtx_maxnan_d(m, v)
 
 
 cdef void _ent_max(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H,
@@ -602,7 +613,7 @@ cdef void _ent_max(const real* sp, const index_t* ip, Py_ssize_t n, Py_ssize_t H
     if H == 1:
         for k in range(n):
             q = <Py_ssize_t>ip[k]
-            m[q] = _max_nan(m[q], sp[k])
+            m[q] = _max_nan1(m[q], sp[k])
         return
     for k in range(n):
         q = <Py_ssize_t>ip[k] * H
@@ -743,10 +754,10 @@ cdef void _ent_max4(const real* sp, const index_t* ip, const Py_ssize_t* c,
         q1 = <Py_ssize_t>i1[j]
         q2 = <Py_ssize_t>i2[j]
         q3 = <Py_ssize_t>i3[j]
-        m[q0] = _max_nan(m[q0], s0[j])
-        m[q1] = _max_nan(m[q1], s1[j])
-        m[q2] = _max_nan(m[q2], s2[j])
-        m[q3] = _max_nan(m[q3], s3[j])
+        m[q0] = _max_nan1(m[q0], s0[j])
+        m[q1] = _max_nan1(m[q1], s1[j])
+        m[q2] = _max_nan1(m[q2], s2[j])
+        m[q3] = _max_nan1(m[q3], s3[j])
     for t in range(ENT_STREAMS):
         _ent_max(sp + c[t] + L, ip + c[t] + L, c[t + 1] - c[t] - L, 1, m)
 

@@ -28,6 +28,34 @@ cdef extern from *:
         memcpy(&r, &a, 8);
         return r;
     }
+    /* (v > m || v != v) ? v : m -- the segment kernels' running max (v replaces
+       m when greater or NaN) -- for a scalar read-modify-write of m through
+       memory: the same select in SSE2 registers.  The integer blend above
+       moves the value to a general register and reads m a second time; in a
+       loop of random m[ip[k]] updates that ran 2x slower (1M entries over
+       100,000 segments: 1.9 -> 1.0 ms float32, 2.5-3.8 -> 1.4-2.0 ms float64).
+       Keep rtx_self for loops gcc vectorises (float32 rows: it blends 8 lanes
+       at once there).  The same bits either way: both select v or m. */
+    #if defined(__SSE2__) || defined(_M_X64)
+    #include <emmintrin.h>
+    static inline float rtx_maxnan_f(float m, float v) {
+        __m128 M = _mm_set_ss(m), V = _mm_set_ss(v);
+        __m128 t = _mm_or_ps(_mm_cmpgt_ss(V, M), _mm_cmpunord_ss(V, V));
+        return _mm_cvtss_f32(_mm_or_ps(_mm_and_ps(t, V), _mm_andnot_ps(t, M)));
+    }
+    static inline double rtx_maxnan_d(double m, double v) {
+        __m128d M = _mm_set_sd(m), V = _mm_set_sd(v);
+        __m128d t = _mm_or_pd(_mm_cmpgt_sd(V, M), _mm_cmpunord_sd(V, V));
+        return _mm_cvtsd_f64(_mm_or_pd(_mm_and_pd(t, V), _mm_andnot_pd(t, M)));
+    }
+    #else
+    static inline float rtx_maxnan_f(float m, float v) {
+        return rtx_self((v > m) | (v != v), v, m);
+    }
+    static inline double rtx_maxnan_d(double m, double v) {
+        return rtx_seld((v > m) | (v != v), v, m);
+    }
+    #endif
     /* expm1f(x) for x <= 0 (or NaN), branch-free so that the loops around it
        vectorise (libm's expm1f is a scalar call: ~16 ns per element here, this
        ~2 ns).  x = n ln2 + r with |r| <= ln2/2 (Cody-Waite, fdlibm's split of
@@ -273,5 +301,7 @@ cdef extern from *:
     void rtx_sigmoid_block_f32(float* d, const float* a, Py_ssize_t n) noexcept nogil
     float rtx_self(int keep, float x, float y) noexcept nogil
     double rtx_seld(int keep, double x, double y) noexcept nogil
+    float rtx_maxnan_f(float m, float v) noexcept nogil
+    double rtx_maxnan_d(double m, double v) noexcept nogil
     float rtx_expm1f_neg(float x) noexcept nogil
     float rtx_expf(float x) noexcept nogil

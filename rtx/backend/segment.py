@@ -100,6 +100,26 @@ def _softmax_kernel(plan: Any, rows: np.ndarray, threads: int, backward: bool) -
     return "csr"
 
 
+# The entry-order backward's one-head state (N values) up to which one thread runs
+# it: its T > 1 team first copies every entry into its owner's bucket, which costs
+# more than the one multiply-add per entry it then splits.  Measured 2026-12-07 on
+# 2 threads, E = 10^6 random, in-process alternating, ms for 1 / 2 threads:
+# float32 over N = 30,000: 2.0 / 3.4; 100,000: 1.9-2.3 / 2.6-4.3; 400,000: 2.8-3.4 /
+# 4.1-4.7; 1,000,000 (4 MB): 3.3-3.9 / 4.5-5.8; float64 over 100,000: 2.9-3.3 /
+# 4.1-4.8; 1,000,000 (8 MB): 6.8-7.6 / 7.6-10.1.  Past the caches the team wins:
+# E = N = 4 x 10^6 float32 (16 MB), 59 / 31 ms.  Both give the same bits.
+SOFTMAX_BWD_SERIAL_STATE_BYTES = 8 << 20
+
+
+def _softmax_backward_threads(kernel: str, rows: np.ndarray, num_segments: int,
+                              threads: int) -> int:
+    """The team of the backward kernel ``kernel`` (_softmax_kernel) over ``rows``."""
+    if kernel == "entries" and rows.shape[1] == 1 and \
+            num_segments * rows.itemsize <= SOFTMAX_BWD_SERIAL_STATE_BYTES:
+        return 1
+    return threads
+
+
 class SegmentOps(Family):
     """Segment mean / max / min / softmax and their backward passes, over a checked
     ``IndexPlan`` (``segment_plan``: the faces make it; no index is checked again)."""
@@ -129,7 +149,9 @@ class SegmentOps(Family):
         y2, g2, o2, T = rows2d(y), rows2d(grad), rows2d(out), get_num_threads()
         kernel = _softmax_kernel(plan, y2, T, True)
         if kernel != "csr":
-            segment_softmax_backward_entries(y2, g2, plan._narrow_idx(), plan.num_rows, o2, T,
+            segment_softmax_backward_entries(y2, g2, plan._narrow_idx(), plan.num_rows, o2,
+                                             _softmax_backward_threads(kernel, y2,
+                                                                       plan.num_rows, T),
                                              kernel == "sorted")
         else:
             ptr, perm = plan._grouping()

@@ -280,6 +280,47 @@ def test_softmax_sorted_one_head_streams(dtype, layout):
 
 
 @pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
+@pytest.mark.parametrize("H", [1, 2])
+def test_softmax_backward_team_over_a_random_index(dtype, H):
+    """The backend's entry-order backward over random indices runs on one thread
+    while one head's state (N values) fits SOFTMAX_BWD_SERIAL_STATE_BYTES (a team
+    would first bucket every entry by owner), on the team past it or for wider
+    rows; the forward keeps its team.  The bits are the team kernel's either way."""
+    from rtx.backend import CpuBackend
+    from rtx.backend import segment as seg
+
+    rng = np.random.default_rng(23)
+    E, N = 6000, 150
+    idx = rng.integers(0, N, E)
+    plan = rtx.IndexPlan(idx, N)
+    assert not plan.is_ordered()
+    s = rng.standard_normal((E, H)).astype(dtype)
+    g = rng.standard_normal((E, H)).astype(dtype)
+    B = CpuBackend()
+    old, threads = _kernels.set_segment_parallel_min(0), rtx.get_num_threads()
+    rtx.set_num_threads(2)
+    try:
+        y = B.to_numpy(B.segment_softmax(B.from_numpy(s), plan, N))
+        assert _kernels.last_kernel_thread_ids() == [0, 1]
+        team = np.empty_like(s)
+        _kernels.segment_softmax_backward_entries(y, g, plan._narrow_idx(), N, team, 2)
+        assert _kernels.last_kernel_thread_ids() == [0, 1]
+        for limit, one in ((seg.SOFTMAX_BWD_SERIAL_STATE_BYTES, H == 1),
+                           (N * np.dtype(dtype).itemsize - 1, False)):
+            seg.SOFTMAX_BWD_SERIAL_STATE_BYTES, saved = limit, seg.SOFTMAX_BWD_SERIAL_STATE_BYTES
+            try:
+                got = B.to_numpy(B.segment_softmax_backward(B.from_numpy(y), B.from_numpy(g),
+                                                            plan, N))
+            finally:
+                seg.SOFTMAX_BWD_SERIAL_STATE_BYTES = saved
+            assert _kernels.last_kernel_thread_ids() == ([0] if one else [0, 1])
+            np.testing.assert_array_equal(bits(got), bits(team))
+    finally:
+        _kernels.set_segment_parallel_min(old)
+        rtx.set_num_threads(threads)
+
+
+@pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
 def test_softmax_entry_kernels_with_a_smaller_team_than_asked():
     """OpenMP may give a region fewer threads than the kernel's T (here
     OMP_THREAD_LIMIT=1 under 4 asked): each thread then takes several of the T
