@@ -32,10 +32,12 @@ cdef extern from *:
        m when greater or NaN) -- for a scalar read-modify-write of m through
        memory: the same select in SSE2 registers.  The integer blend above
        moves the value to a general register and reads m a second time; in a
-       loop of random m[ip[k]] updates that ran 2x slower (1M entries over
-       100,000 segments: 1.9 -> 1.0 ms float32, 2.5-3.8 -> 1.4-2.0 ms float64).
-       Keep rtx_self for loops gcc vectorises (float32 rows: it blends 8 lanes
-       at once there).  The same bits either way: both select v or m. */
+       loop of random m[ip[k]] updates that ran 2x slower (a C loop, 1M entries
+       over 100,000 segments, best of 15: one head 1.9 -> 1.0 ms float32,
+       2.5-3.8 -> 1.4-2.0 ms float64; float64 rows of 2 and 4 heads 5.7 -> 3.0
+       and 11.9 -> 5.9 ms).  Keep rtx_self where gcc vectorises the loop over a
+       row's heads (float32 rows of 2 and 4: 2.3 ms, against 2.6 and 5.4 in
+       SSE2 scalars).  The same bits either way: both select v or m. */
     #if defined(__SSE2__) || defined(_M_X64)
     #include <emmintrin.h>
     static inline float rtx_maxnan_f(float m, float v) {

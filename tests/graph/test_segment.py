@@ -281,7 +281,7 @@ def test_softmax_sorted_one_head_streams(dtype, layout):
 
 @pytest.mark.skipif(not _kernels.openmp_enabled(), reason="serial build")
 @pytest.mark.parametrize("H", [1, 2])
-def test_softmax_backward_team_over_a_random_index(dtype, H):
+def test_softmax_backward_team_over_a_random_index(dtype, H, monkeypatch):
     """The backend's entry-order backward over random indices runs on one thread
     while one head's state (N values) fits SOFTMAX_BWD_SERIAL_STATE_BYTES (a team
     would first bucket every entry by owner), on the team past it or for wider
@@ -307,12 +307,9 @@ def test_softmax_backward_team_over_a_random_index(dtype, H):
         assert _kernels.last_kernel_thread_ids() == [0, 1]
         for limit, one in ((seg.SOFTMAX_BWD_SERIAL_STATE_BYTES, H == 1),
                            (N * np.dtype(dtype).itemsize - 1, False)):
-            seg.SOFTMAX_BWD_SERIAL_STATE_BYTES, saved = limit, seg.SOFTMAX_BWD_SERIAL_STATE_BYTES
-            try:
-                got = B.to_numpy(B.segment_softmax_backward(B.from_numpy(y), B.from_numpy(g),
-                                                            plan, N))
-            finally:
-                seg.SOFTMAX_BWD_SERIAL_STATE_BYTES = saved
+            monkeypatch.setattr(seg, "SOFTMAX_BWD_SERIAL_STATE_BYTES", limit)
+            got = B.to_numpy(B.segment_softmax_backward(B.from_numpy(y), B.from_numpy(g),
+                                                        plan, N))
             assert _kernels.last_kernel_thread_ids() == ([0] if one else [0, 1])
             np.testing.assert_array_equal(bits(got), bits(team))
     finally:
