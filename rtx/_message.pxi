@@ -7,7 +7,8 @@
 #     grad_x:     grouping by source (src), other = dst, x = grad_out (the transpose pass)
 #   sddmm_dot:    gw[e, h] = <g[dst[e], h-block], x[src[e], h-block]>  (grad of the weight;
 #                 _common.pxi's _dot order, eight-lane sums; _dot_heads computes
-#                 four heads' at a time for float32 with 8 | C, the same bits)
+#                 four heads' at a time for float32 with 8 | C, and a lone head
+#                 (one-head rows) by its own tree, the same bits)
 #
 # Each output row is reduced by one thread in increasing edge position, so the
 # bits never depend on the thread count or on whether the grouping was cached.
@@ -16,10 +17,10 @@
 # grouping lists the edges (``other[perm[k]]`` stored at k: EdgeIndex's cached
 # ``_in_group_order`` copy), so that index is read in order instead of one
 # random read per edge; the edge's weight and grad_weight slot still go
-# through ``perm``.  The same values, so the same bits.  1M edges over 100,000
-# nodes, H = 4, C = 16, 2 threads, alternating in one process: forward over
-# unsorted edges 14.8 -> 11.6 ms, backward 20.5-21.3 -> 18.1-19.3 ms (sorted
-# targets: 20.1-20.3 -> 17.7-18.1 ms).
+# through ``perm`` (unweighted, ``perm`` is not read at all).  The same values,
+# so the same bits.  1M edges over 100,000 nodes, H = 4, C = 16, 2 threads,
+# alternating in one process: forward over unsorted edges 14.8 -> 11.6 ms,
+# backward 20.5-21.3 -> 18.1-19.3 ms (sorted targets: 20.1-20.3 -> 17.7-18.1 ms).
 
 
 # float32's row loops in C, twice: once for baseline x86-64 (SSE2) and once
@@ -59,6 +60,18 @@ cdef extern from *:
     static inline void rtx_dot_heads_avx2(const float* a, const float* b, Py_ssize_t nh,
                                           Py_ssize_t c, float* out) {
         for (Py_ssize_t h = 0; h < nh; h += 4) {
+            if (nh - h == 1) {
+                /* one head left (every call for one-head rows): its lanes' tree
+                   alone, (0+1, 2+3, 4+5, 6+7), then ((0+1)+(2+3)) + ((4+5)+(6+7)),
+                   as rtx_dot_heads_f32 does (the backward of one head of 16 over
+                   10^6 edges, 2 threads, through the tape: 14.9 -> 6.6 ms) */
+                __m256 q = rtx__dot8_avx2(a + h * c, b + h * c, c);
+                __m128 p = _mm_hadd_ps(_mm256_castps256_ps128(q),
+                                       _mm256_extractf128_ps(q, 1));
+                p = _mm_hadd_ps(p, p);
+                out[h] = _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+                return;
+            }
             __m256 q[4];
             for (int k = 0; k < 4; k++)
                 q[k] = h + k < nh ? rtx__dot8_avx2(a + (h + k) * c, b + (h + k) * c, c)
@@ -100,7 +113,7 @@ cdef extern from *:
             float* row = op + r * F;                                                  \\
             memset(row, 0, (size_t)F * sizeof(float));                                \\
             for (int64_t k = ptr[r]; k < ptr[r + 1]; k++) {                           \\
-                if (k + 2 * A < kend) {                                               \\
+                if (k + 2 * A < kend && (!by_k || weighted)) {                        \\
                     int64_t e2 = perm[k + 2 * A];                                     \\
                     if (!by_k) rtx_prefetch(other + e2);                              \\
                     if (weighted) rtx_prefetch(wp + e2 * H);                          \\
@@ -108,11 +121,11 @@ cdef extern from *:
                 if (k + A < kend)                                                     \\
                     rtx_prefetch_row(xp + (Py_ssize_t)other[by_k ? k + A : perm[k + A]] \\
                                      * F, (size_t)F * sizeof(float));                 \\
-                int64_t e = perm[k];                                                  \\
-                const float* xs = xp + (Py_ssize_t)other[by_k ? k : e] * F;           \\
+                const float* xs = xp + (Py_ssize_t)other[by_k ? k : perm[k]] * F;     \\
                 if (!weighted) {                                                      \\
                     for (Py_ssize_t j = 0; j < F; j++) row[j] += xs[j];               \\
                 } else {                                                              \\
+                    const int64_t e = perm[k];                                        \\
                     for (Py_ssize_t h = 0; h < H; h++) {                              \\
                         const float a = wp[e * H + h];                                \\
                         float* d = row + h * C;                                       \\
@@ -139,7 +152,7 @@ cdef extern from *:
             const float* xs = xp + s * F;                                             \\
             memset(row, 0, (size_t)F * sizeof(float));                                \\
             for (int64_t k = ptr[s]; k < ptr[s + 1]; k++) {                           \\
-                if (k + 2 * A < kend) {                                               \\
+                if (k + 2 * A < kend && (!by_k || weighted)) {                        \\
                     int64_t e2 = perm[k + 2 * A];                                     \\
                     if (!by_k) rtx_prefetch(dst + e2);                                \\
                     if (weighted) {                                                   \\
@@ -150,12 +163,12 @@ cdef extern from *:
                 if (k + A < kend)                                                     \\
                     rtx_prefetch_row(gp + (Py_ssize_t)dst[by_k ? k + A : perm[k + A]] \\
                                      * F, (size_t)F * sizeof(float));                 \\
-                int64_t e = perm[k];                                                  \\
-                const float* grow = gp + (Py_ssize_t)dst[by_k ? k : e] * F;           \\
+                const float* grow = gp + (Py_ssize_t)dst[by_k ? k : perm[k]] * F;     \\
                 if (!weighted) {                                                      \\
                     for (Py_ssize_t j = 0; j < F; j++) row[j] += grow[j];             \\
                     continue;                                                         \\
                 }                                                                     \\
+                const int64_t e = perm[k];                                            \\
                 for (Py_ssize_t h = 0; h < H; h++) {                                  \\
                     const float a = wp[e * H + h];                                    \\
                     float* d = row + h * C;                                           \\
@@ -267,7 +280,7 @@ cdef void _message_rows(const real* xp, const index_t* other, bint by_k, const r
             # two stages: the edge's index and weight 2A edges ahead (perm is read in
             # order, its targets are not), then its x row A edges ahead, whose address
             # that first stage brought into the cache
-            if k + 2 * CSR_PREFETCH_AHEAD < kend:
+            if k + 2 * CSR_PREFETCH_AHEAD < kend and (weighted or not by_k):
                 e = perm[k + 2 * CSR_PREFETCH_AHEAD]
                 if not by_k:
                     rtx_prefetch(other + e)
@@ -276,11 +289,12 @@ cdef void _message_rows(const real* xp, const index_t* other, bint by_k, const r
             if k + CSR_PREFETCH_AHEAD < kend:
                 e = k + CSR_PREFETCH_AHEAD if by_k else perm[k + CSR_PREFETCH_AHEAD]
                 rtx_prefetch_row(xp + <Py_ssize_t>other[e] * F, <size_t>F * sizeof(real))
-            e = perm[k]
-            xs = xp + <Py_ssize_t>other[k if by_k else e] * F
+            xs = xp + <Py_ssize_t>other[k if by_k else perm[k]] * F
             if not weighted:
                 _add_row(row, xs, F)
-            elif H == 1:
+                continue
+            e = perm[k]
+            if H == 1:
                 _axpy_row(row, wp[e], xs, F)
             else:
                 for h in range(H):
@@ -471,7 +485,7 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst, 
         for k in range(ptr[s], ptr[s + 1]):
             # two stages, as in _message_rows: the edge's target index, weight and
             # grad_weight slot 2A edges ahead, then its g row A edges ahead
-            if k + 2 * CSR_PREFETCH_AHEAD < kend:
+            if k + 2 * CSR_PREFETCH_AHEAD < kend and (weighted or not by_k):
                 e = perm[k + 2 * CSR_PREFETCH_AHEAD]
                 if not by_k:
                     rtx_prefetch(dst + e)
@@ -482,11 +496,11 @@ cdef void _message_bwd_rows(const real* gp, const real* xp, const index_t* dst, 
             if k + CSR_PREFETCH_AHEAD < kend:
                 e = k + CSR_PREFETCH_AHEAD if by_k else perm[k + CSR_PREFETCH_AHEAD]
                 rtx_prefetch_row(gp + <Py_ssize_t>dst[e] * F, <size_t>F * sizeof(real))
-            e = perm[k]
-            grow = gp + <Py_ssize_t>dst[k if by_k else e] * F
+            grow = gp + <Py_ssize_t>dst[k if by_k else perm[k]] * F
             if not weighted:
                 _add_row(row, grow, F)
                 continue
+            e = perm[k]
             for h in range(H):
                 _axpy_row(row + h * C, wp[e * H + h], grow + h * C, C)
             if need_w:
