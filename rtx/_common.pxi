@@ -99,9 +99,31 @@ cdef extern from *:
                 out[h] = _mm_cvtss_f32(_mm_add_ss(r, _mm_movehl_ps(r, r)));
                 return;
             }
-            for (k = 0; k < 4; k++)
-                q[k] = h + k < nh ? rtx__dot_pairs(a + (h + k) * c, b + (h + k) * c, c)
-                                  : _mm_setzero_ps();
+            if (nh - h >= 4) {
+                /* four heads' lanes side by side in one loop (each head's lanes
+                   still in increasing j): independent chains where one head at a
+                   time left each short loop's adds waiting */
+                __m128 lo[4], hi[4];
+                Py_ssize_t j;
+                for (k = 0; k < 4; k++) lo[k] = hi[k] = _mm_setzero_ps();
+                for (j = 0; j < c; j += 8) {
+                    for (k = 0; k < 4; k++) {
+                        const float* ak = a + (h + k) * c + j;
+                        const float* bk = b + (h + k) * c + j;
+                        lo[k] = _mm_add_ps(lo[k], _mm_mul_ps(_mm_loadu_ps(ak),
+                                                             _mm_loadu_ps(bk)));
+                        hi[k] = _mm_add_ps(hi[k], _mm_mul_ps(_mm_loadu_ps(ak + 4),
+                                                             _mm_loadu_ps(bk + 4)));
+                    }
+                }
+                for (k = 0; k < 4; k++)
+                    q[k] = _mm_add_ps(_mm_shuffle_ps(lo[k], hi[k], _MM_SHUFFLE(2, 0, 2, 0)),
+                                      _mm_shuffle_ps(lo[k], hi[k], _MM_SHUFFLE(3, 1, 3, 1)));
+            } else {
+                for (k = 0; k < 4; k++)
+                    q[k] = h + k < nh ? rtx__dot_pairs(a + (h + k) * c, b + (h + k) * c, c)
+                                      : _mm_setzero_ps();
+            }
             /* (q0[0]+q0[1], q0[2]+q0[3], q1[0]+q1[1], q1[2]+q1[3]), then 2 and 3 */
             s01 = _mm_add_ps(_mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));

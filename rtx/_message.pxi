@@ -72,15 +72,36 @@ cdef extern from *:
                 out[h] = _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
                 return;
             }
-            __m256 q[4];
-            for (int k = 0; k < 4; k++)
-                q[k] = h + k < nh ? rtx__dot8_avx2(a + (h + k) * c, b + (h + k) * c, c)
-                                  : _mm256_setzero_ps();
+            const float* a0 = a + h * c;
+            const float* b0 = b + h * c;
+            __m256 q0, q1, q2, q3;
+            if (nh - h >= 4) {
+                /* four heads' lanes side by side in one loop (each head's lanes
+                   still in increasing j): four independent chains where one head
+                   at a time left each short loop's adds waiting */
+                q0 = q1 = q2 = q3 = _mm256_setzero_ps();
+                for (Py_ssize_t j = 0; j < c; j += 8) {
+                    q0 = _mm256_add_ps(q0, _mm256_mul_ps(_mm256_loadu_ps(a0 + j),
+                                                         _mm256_loadu_ps(b0 + j)));
+                    q1 = _mm256_add_ps(q1, _mm256_mul_ps(_mm256_loadu_ps(a0 + c + j),
+                                                         _mm256_loadu_ps(b0 + c + j)));
+                    q2 = _mm256_add_ps(q2, _mm256_mul_ps(_mm256_loadu_ps(a0 + 2 * c + j),
+                                                         _mm256_loadu_ps(b0 + 2 * c + j)));
+                    q3 = _mm256_add_ps(q3, _mm256_mul_ps(_mm256_loadu_ps(a0 + 3 * c + j),
+                                                         _mm256_loadu_ps(b0 + 3 * c + j)));
+                }
+            } else {    /* two or three heads left; the rest zeros */
+                q0 = rtx__dot8_avx2(a0, b0, c);
+                q1 = rtx__dot8_avx2(a0 + c, b0 + c, c);
+                q2 = nh - h > 2 ? rtx__dot8_avx2(a0 + 2 * c, b0 + 2 * c, c)
+                                : _mm256_setzero_ps();
+                q3 = _mm256_setzero_ps();
+            }
             /* (q0_01, q0_23, q1_01, q1_23 | q0_45, q0_67, q1_45, q1_67), then 2, 3 */
-            __m256 s01 = _mm256_add_ps(_mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                       _mm256_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
-            __m256 s23 = _mm256_add_ps(_mm256_shuffle_ps(q[2], q[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                                       _mm256_shuffle_ps(q[2], q[3], _MM_SHUFFLE(3, 1, 3, 1)));
+            __m256 s01 = _mm256_add_ps(_mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm256_shuffle_ps(q0, q1, _MM_SHUFFLE(3, 1, 3, 1)));
+            __m256 s23 = _mm256_add_ps(_mm256_shuffle_ps(q2, q3, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm256_shuffle_ps(q2, q3, _MM_SHUFFLE(3, 1, 3, 1)));
             /* (q0_0123, q1_0123, q2_0123, q3_0123 | the same of 4567) */
             __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
                                      _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
