@@ -35,9 +35,13 @@ cdef extern from *:
     typedef double rtx_v4d __attribute__((vector_size(32)));
     #define rtx_prefetch(p) __builtin_prefetch((const void*)(p), 0, 1)
     #define rtx_prefetch_w(p) __builtin_prefetch((const void*)(p), 1, 1)
+    /* for helpers of prefetches: GCC takes a void function of loads and prefetches
+       for pure and deletes its calls unless it inlines it first (_gatv2.pxi) */
+    #define RTX_ALWAYS_INLINE static inline __attribute__((always_inline))
     #else
     #define rtx_prefetch(p) ((void)0)
     #define rtx_prefetch_w(p) ((void)0)
+    #define RTX_ALWAYS_INLINE static inline
     #endif
     /* Prefetch a whole row (up to 2 KiB of it), one request per cache line. */
     static inline void rtx_prefetch_row(const void* p, size_t nbytes) {
