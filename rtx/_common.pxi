@@ -68,6 +68,11 @@ cdef extern from *:
         for (; i < m; i++) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
     }
     static inline void rtx_store_fence(void) { _mm_sfence(); }
+    /* (x0+x1, x2+x3, y0+y1, y2+y3): one level of the dots' pairwise tree */
+    static inline __m128 rtx__pair_sums(__m128 x, __m128 y) {
+        return _mm_add_ps(_mm_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
     /* One head's eight lane sums of _dot (lane l: j = l, l + 8, ... in increasing
        j, each p = p + a*b from p = 0), added pairwise: (p0+p1, p2+p3, p4+p5, p6+p7).
        c a multiple of 8. */
@@ -78,8 +83,7 @@ cdef extern from *:
             lo = _mm_add_ps(lo, _mm_mul_ps(_mm_loadu_ps(a + j), _mm_loadu_ps(b + j)));
             hi = _mm_add_ps(hi, _mm_mul_ps(_mm_loadu_ps(a + j + 4), _mm_loadu_ps(b + j + 4)));
         }
-        return _mm_add_ps(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+        return rtx__pair_sums(lo, hi);
     }
     /* out[h] = _dot(a + h*c, b + h*c, c) for h < nh, bitwise (the same products and
        the same additions: ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7))), four heads at a
@@ -121,20 +125,16 @@ cdef extern from *:
                     }
                 }
                 for (k = 0; k < 4; k++)
-                    q[k] = _mm_add_ps(_mm_shuffle_ps(lo[k], hi[k], _MM_SHUFFLE(2, 0, 2, 0)),
-                                      _mm_shuffle_ps(lo[k], hi[k], _MM_SHUFFLE(3, 1, 3, 1)));
+                    q[k] = rtx__pair_sums(lo[k], hi[k]);
             } else {
                 for (k = 0; k < 4; k++)
                     q[k] = h + k < nh ? rtx__dot_pairs(a + (h + k) * c, b + (h + k) * c, c)
                                       : _mm_setzero_ps();
             }
             /* (q0[0]+q0[1], q0[2]+q0[3], q1[0]+q1[1], q1[2]+q1[3]), then 2 and 3 */
-            s01 = _mm_add_ps(_mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
-            s23 = _mm_add_ps(_mm_shuffle_ps(q[2], q[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm_shuffle_ps(q[2], q[3], _MM_SHUFFLE(3, 1, 3, 1)));
-            r = _mm_add_ps(_mm_shuffle_ps(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+            s01 = rtx__pair_sums(q[0], q[1]);
+            s23 = rtx__pair_sums(q[2], q[3]);
+            r = rtx__pair_sums(s01, s23);
             if (h + 4 <= nh) {
                 _mm_storeu_ps(out + h, r);
             } else {
