@@ -111,7 +111,8 @@ def _grouping(idx: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.valgrind
-@pytest.mark.parametrize("H,C", [(1, 8), (3, 16), (4, 16), (5, 8), (4, 24), (2, 5)])
+@pytest.mark.parametrize("H,C", [(1, 8), (2, 8), (3, 16), (4, 16), (5, 8), (6, 8), (4, 24),
+                                 (2, 5)])
 @pytest.mark.parametrize("weighted", [True, False])
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
 def test_message_rows_bitwise_in_order_sums(simd, H, C, weighted, idx_dtype):
