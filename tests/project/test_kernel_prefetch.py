@@ -30,7 +30,8 @@ pytestmark = pytest.mark.skipif(
     reason="reads x86-64 ELF machine code with objdump")
 
 # The chunk functions the parallel drivers call through a pointer (their address is
-# taken, so they always exist as symbols), per kernel family.
+# taken, so they always exist as symbols), per kernel family, and the row loops
+# behind the index ops, segment reductions and the sampler.
 ROOTS = [
     "_gatv2_fwd_chunk",         # gatv2_scores_csr
     "_gatv2_bwd_dst_chunk",     # gatv2_bwd_dst
@@ -38,6 +39,10 @@ ROOTS = [
     "_message_chunk",           # message_csr
     "_message_bwd_chunk",       # message_backward_csr
     "_segment_chunk",           # the CSR segment softmax
+    "_gather_block",            # index_select's row gather
+    "_scatter_row_range",       # index_add's scatter by owned target rows
+    "_csr_reduce",              # the CSR segment sum / mean / max rows
+    "_relabel_type",            # the neighbour sampler's relabelling pass
 ]
 
 _HEAD = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
