@@ -195,7 +195,7 @@ def message_backward_csr(
 # ----------------------------------------------------------------- _gatv2.pxi
 def gatv2_scores_csr(
     xl: _Real, xr: _Real, att: _Real, src: _Index, xe: _Real, has_e: bool, negative_slope: float,
-    perm: _I64, ptr: _I64, out: _Real, num_threads: int,
+    perm: _I64, ptr: _I64, out: _Real, num_threads: int, in_group_order: bool = False,
 ) -> None: ...
 def gatv2_att_chunks(E: int, N: int) -> int: ...
 def gatv2_bwd_dst(
@@ -216,10 +216,22 @@ def gatv2_bwd_dst(
     att_part: _F64,
     need_att: bool,
     num_threads: int,
+    in_group_order: bool = False,
 ) -> None: ...
 def gatv2_bwd_src(
-    grad: _Real, xl: _Real, xr: _Real, att: _Real, dst: _Index, xe: _Real, has_e: bool,
-    negative_slope: float, perm: _I64, ptr: _I64, grad_xl: _Real, num_threads: int,
+    grad: _Real,
+    xl: _Real,
+    xr: _Real,
+    att: _Real,
+    dst: _Index,
+    xe: _Real,
+    has_e: bool,
+    negative_slope: float,
+    perm: _I64,
+    ptr: _I64,
+    grad_xl: _Real,
+    num_threads: int,
+    in_group_order: bool = False,
 ) -> None: ...
 def head_dot_chunks(N: int) -> int: ...
 def head_dot_rows(x: _Real, att: _Real, out: _Real, num_threads: int) -> None: ...

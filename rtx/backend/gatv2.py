@@ -92,9 +92,11 @@ class Gatv2Ops(Family):
         out = self._host_empty((ei.num_edges, H), xl.dtype)
         xe2 = _NONE[xl.dtype.char] if xe is None else rows2d(xe)
         ptr, perm = ei.dst._grouping()
-        gatv2_scores_csr(rows2d(xl), rows2d(xr), np.ascontiguousarray(att), ei.src._idx, xe2,
-                         xe is not None, float(negative_slope), perm, ptr, out,
-                         get_num_threads())
+        src = ei._in_group_order("dst")    # the sources in the grouping's order
+        gatv2_scores_csr(rows2d(xl), rows2d(xr), np.ascontiguousarray(att),
+                         ei.src._idx if src is None else src, xe2, xe is not None,
+                         float(negative_slope), perm, ptr, out, get_num_threads(),
+                         src is not None)
         return out
 
     @host_body("grad", "xl", "xr", "att", "xe")
@@ -126,9 +128,12 @@ class Gatv2Ops(Family):
             gxe = self._host_empty(xe.shape, xe.dtype) if need_e else None
             part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
                     if need_att else _NONE["d"])
-            gatv2_bwd_dst(g, xl2, xr2, att2, src, xe2, has_e, float(negative_slope), perm, ptr,
+            src_k = ei._in_group_order("dst")
+            gatv2_bwd_dst(g, xl2, xr2, att2, src if src_k is None else src_k, xe2, has_e,
+                          float(negative_slope), perm, ptr,
                           none if gxr is None else rows2d(gxr), need_xr,
-                          none if gxe is None else rows2d(gxe), need_e, part, need_att, T)
+                          none if gxe is None else rows2d(gxe), need_e, part, need_att, T,
+                          src_k is not None)
             if need_att:
                 # the chunks (float64 partials) in order: the bits do not depend on
                 # the thread count
@@ -136,8 +141,9 @@ class Gatv2Ops(Family):
         if need_xl:
             ptr, perm = ei.src._grouping()
             gxl = self._host_empty(xl.shape, xl.dtype)
-            gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
-                          rows2d(gxl), T)
+            dst_k = ei._in_group_order("src")
+            gatv2_bwd_src(g, xl2, xr2, att2, dst if dst_k is None else dst_k, xe2, has_e,
+                          float(negative_slope), perm, ptr, rows2d(gxl), T, dst_k is not None)
         return gxl, gxr, gatt, gxe
 
     @host_body("x", "att")

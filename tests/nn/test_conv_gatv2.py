@@ -125,6 +125,36 @@ def test_op_bits_do_not_depend_on_threads(dtype_):
             np.testing.assert_array_equal(bits(a), bits(b))
 
 
+@pytest.mark.parametrize("dtype_", [np.float32, np.float64])
+@pytest.mark.parametrize("with_e", [False, True])
+def test_op_bits_with_the_in_group_order_copies(dtype_, with_e):
+    """From its second request an EdgeIndex hands the kernels the other side's
+    indices in each grouping's order (``_in_group_order``), read in order instead
+    of through ``perm``: the same bits as a fresh EdgeIndex per call, whose
+    kernels read them through ``perm``."""
+    rng = np.random.default_rng(9)
+    xl, xr, att, xe, ei = _op_inputs(rng, n_src=300, n_dst=200, e=5000, H=2, C=8,
+                                     dtype=dtype_)
+    xe = xe if with_e else None
+    g = rng.standard_normal((5000, 2)).astype(dtype_)
+    cpu = rtx.CpuBackend()
+
+    def run(fwd_plan, bwd_plan):
+        return [cpu.gatv2_scores(xl, xr, att, fwd_plan, 0.2, xe),
+                *cpu.gatv2_scores_backward(g, xl, xr, att, bwd_plan, 0.2, xe)]
+
+    fresh = run(rtx.EdgeIndex(ei, 300, 200), rtx.EdgeIndex(ei, 300, 200))
+    warm = rtx.EdgeIndex(ei, 300, 200)
+    for _ in range(2):
+        run(warm, warm)
+    assert warm._in_group_order("dst") is not None and warm._in_group_order("src") is not None
+    for a, b in zip(fresh, run(warm, warm), strict=True):
+        if a is None:
+            assert b is None
+        else:
+            np.testing.assert_array_equal(bits(a), bits(b))
+
+
 def test_op_never_allocates_the_edge_sum():
     """Forward + backward working memory (rtx's allocator) stays far below one
     [E, H, C] buffer, with a warm EdgeIndex."""
