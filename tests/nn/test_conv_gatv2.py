@@ -125,6 +125,7 @@ def test_op_bits_do_not_depend_on_threads(dtype_):
             np.testing.assert_array_equal(bits(a), bits(b))
 
 
+@pytest.mark.valgrind
 @pytest.mark.parametrize("dtype_", [np.float32, np.float64])
 @pytest.mark.parametrize("with_e", [False, True])
 def test_op_bits_with_the_in_group_order_copies(dtype_, with_e):
