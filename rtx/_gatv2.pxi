@@ -93,8 +93,7 @@ cdef extern from *:
     }
     """
     void rtx_gatv2_prefetch(const void* other, int idx64, int by_k, const int64_t* perm,
-                            Py_ssize_t k,
-                            Py_ssize_t kend, Py_ssize_t A, const void* rows,
+                            Py_ssize_t k, Py_ssize_t kend, Py_ssize_t A, const void* rows,
                             size_t row_bytes, const void* per_edge,
                             size_t edge_bytes) noexcept nogil
 
