@@ -92,11 +92,10 @@ class Gatv2Ops(Family):
         out = self._host_empty((ei.num_edges, H), xl.dtype)
         xe2 = _NONE[xl.dtype.char] if xe is None else rows2d(xe)
         ptr, perm = ei.dst._grouping()
-        src = ei._in_group_order("dst")    # the sources in the grouping's order
-        gatv2_scores_csr(rows2d(xl), rows2d(xr), np.ascontiguousarray(att),
-                         ei.src._idx if src is None else src, xe2, xe is not None,
-                         float(negative_slope), perm, ptr, out, get_num_threads(),
-                         src is not None)
+        src, in_order = ei._other_indices("dst")    # the sources, over the target grouping
+        gatv2_scores_csr(rows2d(xl), rows2d(xr), np.ascontiguousarray(att), src, xe2,
+                         xe is not None, float(negative_slope), perm, ptr, out,
+                         get_num_threads(), in_order)
         return out
 
     @host_body("grad", "xl", "xr", "att", "xe")
@@ -119,7 +118,6 @@ class Gatv2Ops(Family):
         g = np.ascontiguousarray(grad)
         xl2, xr2, att2 = rows2d(xl), rows2d(xr), np.ascontiguousarray(att)
         xe2 = rows2d(xe) if has_e else none
-        src, dst = ei.src._idx, ei.dst._idx  # the plans' private arrays (never handed out)
         T = get_num_threads()
         gxl = gxr = gatt = gxe = None
         if need_xr or need_att or need_e:
@@ -128,12 +126,11 @@ class Gatv2Ops(Family):
             gxe = self._host_empty(xe.shape, xe.dtype) if need_e else None
             part = (np.empty((gatv2_att_chunks(E, ei.num_dst), xl2.shape[1]), np.float64)
                     if need_att else _NONE["d"])
-            src_k = ei._in_group_order("dst")
-            gatv2_bwd_dst(g, xl2, xr2, att2, src if src_k is None else src_k, xe2, has_e,
-                          float(negative_slope), perm, ptr,
+            src, in_order = ei._other_indices("dst")
+            gatv2_bwd_dst(g, xl2, xr2, att2, src, xe2, has_e, float(negative_slope), perm, ptr,
                           none if gxr is None else rows2d(gxr), need_xr,
                           none if gxe is None else rows2d(gxe), need_e, part, need_att, T,
-                          src_k is not None)
+                          in_order)
             if need_att:
                 # the chunks (float64 partials) in order: the bits do not depend on
                 # the thread count
@@ -141,9 +138,9 @@ class Gatv2Ops(Family):
         if need_xl:
             ptr, perm = ei.src._grouping()
             gxl = self._host_empty(xl.shape, xl.dtype)
-            dst_k = ei._in_group_order("src")
-            gatv2_bwd_src(g, xl2, xr2, att2, dst if dst_k is None else dst_k, xe2, has_e,
-                          float(negative_slope), perm, ptr, rows2d(gxl), T, dst_k is not None)
+            dst, in_order = ei._other_indices("src")
+            gatv2_bwd_src(g, xl2, xr2, att2, dst, xe2, has_e, float(negative_slope), perm, ptr,
+                          rows2d(gxl), T, in_order)
         return gxl, gxr, gatt, gxe
 
     @host_body("x", "att")

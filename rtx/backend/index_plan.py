@@ -480,6 +480,16 @@ class EdgeIndex:
             arr = self._order[side] = snapshot_indices(arr, -1)[0]
         return arr
 
+    def _other_indices(self, side: str) -> tuple[np.ndarray, bool]:
+        """``(indices, in_group_order)``: the other side's indices as the kernels
+        walking ``side``'s grouping take them -- ``_in_group_order(side)``'s copy
+        (read ``other[k]``) when there is one, else the other plan's own private
+        array (read ``other[perm[k]]``); never handed out of the backend."""
+        arr = self._in_group_order(side)
+        if arr is not None:
+            return arr, True
+        return (self._src if side == "dst" else self._dst)._idx, False
+
     def compact_sources(self) -> tuple[IndexPlan, EdgeIndex]:
         """``(sources, edges)``: the distinct sources of these edges (ascending, a
         plan over ``num_src``) and these edges with each source renumbered to its

@@ -99,9 +99,9 @@ class MessageOps(Family):
         ptr, perm = ei.dst._grouping()
         out = self._host_empty((ei.num_dst,) + x.shape[1:], x.dtype)
         w = rows2d(weight) if weight is not None else _NO_WEIGHT[x.dtype.char]
-        src = ei._in_group_order("dst")    # the sources in the grouping's order
-        message_csr(rows2d(x), ei.src._idx if src is None else src, w, weight is not None,
-                    perm, ptr, rows2d(out), _heads(x), get_num_threads(), src is not None)
+        src, in_order = ei._other_indices("dst")    # the sources, over the target grouping
+        message_csr(rows2d(x), src, w, weight is not None, perm, ptr, rows2d(out), _heads(x),
+                    get_num_threads(), in_order)
         return out
 
     @host_body("grad", "x", "weight")
@@ -122,11 +122,10 @@ class MessageOps(Family):
             ptr, perm = ei.src._grouping()
             gx = self._host_empty(x.shape, x.dtype)
             gw2 = gw.reshape(weight.shape[0], H) if gw is not None else _NO_WEIGHT[x.dtype.char]
-            dst = ei._in_group_order("src")    # the targets in the grouping's order
+            dst, in_order = ei._other_indices("src")    # the targets, over the source grouping
             message_backward_csr(
-                g2, rows2d(x), ei.dst._idx if dst is None else dst, w, weighted,
-                gw is not None, perm, ptr, rows2d(gx), gw2, H, get_num_threads(),
-                dst is not None)
+                g2, rows2d(x), dst, w, weighted, gw is not None, perm, ptr, rows2d(gx), gw2, H,
+                get_num_threads(), in_order)
         elif gw is not None:
             sddmm_dot(g2, rows2d(x), ei.src._idx, ei.dst._idx,
                       gw.reshape(weight.shape[0], H), get_num_threads())
