@@ -4,13 +4,12 @@
 # the pieces run by rtx's own OpenMP threads.
 #
 # Why not Python threads each calling np.matmul (the path this replaces where it
-# can): rtx's OpenMP workers spin for a while after every kernel, and with torch
-# imported first they share torch's libgomp, which reads its default (long) spin
-# before rtx can set a short one (rtx/_spin.py).  Those spinning workers then
-# hold the cores the Python pool's threads need for the GEMM that follows every
-# kernel.  Run by the OpenMP team itself, the GEMM's pieces go to the very
-# workers that spin, and a call costs one OpenMP region instead of a queue
-# hand-off to a Python thread pool.
+# can): rtx's OpenMP workers spin for a while after every kernel (libgomp's
+# default spin: rtx/_spin.py), and with torch imported first they share torch's
+# libgomp.  Those spinning workers then hold the cores the Python pool's threads
+# need for the GEMM that follows every kernel.  Run by the OpenMP team itself,
+# the GEMM's pieces go to the very workers that spin, and a call costs one
+# OpenMP region instead of a queue hand-off to a Python thread pool.
 #
 # The bits are np.matmul's on the same piece: numpy's matmul of a 2-D float
 # piece with both sides "blasable" calls the same cblas ?gemm with the same

@@ -2,9 +2,9 @@
 
 Three things happen here, once, at ``import rtx``:
 
-* rtx's OpenMP spin setting is in the environment while the extension loads
-  (``rtx/_spin.py``: libgomp reads it once, when it loads; the user's setting
-  wins, and ``rtx.show_config()`` says which one holds).
+* Which OpenMP spin setting the extension's libgomp reads when it loads is
+  recorded (``rtx/_spin.py``: libgomp's default or the user's; rtx sets none, and
+  ``rtx.show_config()`` says which one holds).
 * An import from an unbuilt source tree fails with a message saying how to build.
 * ``RTX_PURE_PYTHON=1`` takes effect before any compiled module of the per-op path
   loads (``rtx/_compiled.py``: the ``.py`` files run instead).
@@ -31,5 +31,3 @@ except ImportError as _exc:  # pragma: no cover - depends on how rtx was built
             "`pip install -e .` or `python setup.py build_ext --inplace`."
         ) from _exc
     raise
-finally:
-    _spin.after_load()

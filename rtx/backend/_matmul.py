@@ -98,8 +98,8 @@ def _find() -> list[tuple[Any, Any]]:
 # A split matmul's pieces run as calls of numpy's own OpenBLAS ?gemm, made by
 # rtx's OpenMP threads (``gemm_split``, rtx/_gemm.pxi) rather than by Python
 # threads calling np.matmul: the OpenMP workers that spin after each kernel are
-# the ones that take the pieces (with torch imported first, rtx's kernels share
-# torch's libgomp and its long default spin: rtx/_spin.py), and a call is one
+# the ones that take the pieces (libgomp's default spin, rtx/_spin.py; with torch
+# imported first, rtx's kernels share torch's libgomp), and a call is one
 # OpenMP region instead of a hand-off to a thread pool.  Bound only to numpy's
 # OpenBLAS (so each piece has np.matmul's bits), only while BLAS is held at one
 # thread (the pieces run inside SINGLE_THREADED_BLAS), and only after a small
